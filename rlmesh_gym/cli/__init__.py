@@ -1,12 +1,21 @@
-"""The ``rlmesh-gym`` command line."""
+"""The ``rlmesh-gym`` command line.
+
+Each subcommand lives in its own module with two functions: ``register(subparsers)`` adds
+its parser (and sets ``run`` as the parser's ``func`` default), and ``run(args) -> int``
+carries it out and returns the exit code.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
 from rlmesh_gym import __version__
+
+# Subcommand modules, in the order `--help` lists them.
+_COMMANDS: tuple[str, ...] = ()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,7 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Plug Gymnasium environments and PyTorch policies into the rlmesh runtime.",
     )
     parser.add_argument("--version", action="version", version=f"rlmesh-gym {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _COMMANDS:
+        importlib.import_module(f"rlmesh_gym.cli.{name}").register(subparsers)
     return parser
 
 
@@ -27,4 +38,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stdout)
         return 0
-    return 0
+    return int(args.func(args))
