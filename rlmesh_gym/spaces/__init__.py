@@ -1,0 +1,46 @@
+"""Gymnasium spaces, values and info dicts in rlmesh wire form.
+
+* ``space_spec`` / ``gym_space``: gymnasium space <-> ``SpaceSpec`` (``spec``, imports gymnasium;
+  loaded on first use so that the codec and meta modules stay gymnasium-free).
+* ``SpaceCodec`` and ``encode_batch`` / ``decode_batch`` / ``encode`` / ``decode``: values <->
+  message bytes (``codec``).
+* ``to_meta_map`` / ``from_meta_map``: info dicts <-> ``MetaMap`` (``meta``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rlmesh_gym.spaces.codec import CodecError, SpaceCodec, decode, decode_batch, encode, encode_batch
+from rlmesh_gym.spaces.meta import MetaConversionError, from_meta_map, to_meta_map
+
+if TYPE_CHECKING:
+    from rlmesh_gym.spaces.spec import gym_space, space_spec
+
+__all__ = [
+    "CodecError",
+    "MetaConversionError",
+    "SpaceCodec",
+    "decode",
+    "decode_batch",
+    "encode",
+    "encode_batch",
+    "from_meta_map",
+    "gym_space",
+    "space_spec",
+    "to_meta_map",
+]
+
+_LAZY = ("gym_space", "space_spec")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from rlmesh_gym.spaces import spec
+
+        return getattr(spec, name)
+    raise AttributeError(f"module 'rlmesh_gym.spaces' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
