@@ -1,0 +1,1 @@
+"""Package data: trained policy weights (see docs/pretrained.md)."""
