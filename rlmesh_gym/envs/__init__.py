@@ -1,0 +1,13 @@
+"""Gymnasium environments as rlmesh runtime envs.
+
+:class:`GymVectorEnv` wraps a ``gymnasium.vector.VectorEnv`` (Sync, Async or custom) or a single
+``gymnasium.Env`` as a :class:`~rlmesh_gym.runtime.RuntimeEnv`, in all three gymnasium
+autoreset modes; :class:`LaneEpisodes` is its per-lane episode book-keeping.
+"""
+
+from __future__ import annotations
+
+from rlmesh_gym.envs.episodes import LaneEpisodes
+from rlmesh_gym.envs.gym_vector import GymVectorEnv, parse_autoreset_mode
+
+__all__ = ["GymVectorEnv", "LaneEpisodes", "parse_autoreset_mode"]

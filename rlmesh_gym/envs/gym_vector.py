@@ -1,0 +1,705 @@
+"""A gymnasium vector env (or a single env) as a :class:`~rlmesh_gym.runtime.RuntimeEnv`.
+
+:class:`GymVectorEnv` speaks the env side of the rlmesh wire (wire.md §6.3 and §7): batched
+observation/action message bytes, per-lane episode ids, ``completed_episodes`` with full
+``EpisodeMetadata``, in all three gymnasium autoreset modes:
+
+=============  =============================================================================
+NEXT_STEP      The done step completes the episode and keeps its id; the lane's next step is
+               gymnasium's reset step: not counted, and the new (unseeded) id appears there.
+SAME_STEP      The episode completes and the new id rolls in the same step; gymnasium's
+               ``final_obs``/``final_info`` of the lane go into the episode's ``final_info``.
+DISABLED       A done lane is idle (id ``""``) until reset; partial resets (``env_indices``)
+               use gymnasium's ``reset_mask``, and every episode carries its exact seed.
+=============  =============================================================================
+
+A single :class:`gymnasium.Env` is one lane under DISABLED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium.spaces import Dict as DictSpace
+from gymnasium.spaces import Discrete, MultiDiscrete, Space
+from gymnasium.spaces import Tuple as TupleSpace
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, VectorEnv
+
+from rlmesh_gym.envs._infos import lane_info
+from rlmesh_gym.envs.episodes import LaneEpisodes
+from rlmesh_gym.proto import core_pb2, env_pb2, spaces_pb2
+from rlmesh_gym.runtime.errors import EnvRpcError
+from rlmesh_gym.runtime.seams import RuntimeEnv, RuntimeEnvReset, RuntimeEnvStep
+from rlmesh_gym.spaces import space_spec
+from rlmesh_gym.spaces.codec import CodecError, SpaceCodec
+from rlmesh_gym.spaces.meta import MetaConversionError, from_meta_map, to_meta_map
+
+__all__ = ["GymVectorEnv", "parse_autoreset_mode"]
+
+UNKNOWN_ENV_ID = "UnknownEnv-v1"
+
+_WIRE_MODE = {
+    AutoresetMode.NEXT_STEP: env_pb2.AUTORESET_MODE_NEXT_STEP,
+    AutoresetMode.SAME_STEP: env_pb2.AUTORESET_MODE_SAME_STEP,
+    AutoresetMode.DISABLED: env_pb2.AUTORESET_MODE_DISABLED,
+}
+_MODE_SPELLINGS = {
+    spelling: mode
+    for mode in AutoresetMode
+    for spelling in (mode.name.lower(), mode.value.lower(), mode.name.lower().replace("_", "-"))
+}
+_ACCEPTED_MODES = (
+    "'next_step', 'same_step' or 'disabled' (case-insensitive) or a gymnasium.vector.AutoresetMode"
+)
+_VECTORIZATIONS = ("sync", "async")
+
+
+def parse_autoreset_mode(value: AutoresetMode | str) -> AutoresetMode:
+    """The gymnasium autoreset mode ``value`` names.
+
+    >>> parse_autoreset_mode("same_step"), parse_autoreset_mode("NextStep")
+    (<AutoresetMode.SAME_STEP: 'SameStep'>, <AutoresetMode.NEXT_STEP: 'NextStep'>)
+    """
+    if isinstance(value, AutoresetMode):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _MODE_SPELLINGS:
+        return _MODE_SPELLINGS[value.strip().lower()]
+    raise ValueError(f"unknown autoreset mode {value!r}; expected {_ACCEPTED_MODES}")
+
+
+class GymVectorEnv(RuntimeEnv):
+    """A gymnasium ``VectorEnv`` (Sync, Async or custom) or a single ``Env`` as a RuntimeEnv.
+
+    Args:
+        env: The env to drive. A ``gymnasium.vector.VectorEnv`` keeps its ``num_envs`` lanes and
+            its autoreset mode; a ``gymnasium.Env`` becomes one lane under DISABLED.
+        autoreset_mode: Only needed for a vector env whose ``metadata`` has no
+            ``"autoreset_mode"`` (custom vector envs); it must agree with the metadata otherwise.
+        offload: Run every env call in a dedicated worker thread instead of inline on the event
+            loop. Inline calls are cheaper (a thread hop costs more than a CartPole step) but
+            block the loop, so a driver timeout or cancellation cannot interrupt them; with
+            ``offload=True`` the driver's timeouts and cancellation take effect while a slow env
+            call is still running (the call itself still runs to completion in its thread).
+
+    The contract (:attr:`contract`) carries the per-lane spaces, the env's metadata, render
+    mode, lane count and autoreset mode. Everything the wrapped env raises comes back as
+    :class:`~rlmesh_gym.runtime.errors.EnvRpcError`; after an env failure the adapter refuses
+    further resets and steps (close it). Bad requests (malformed actions, seeds or lane
+    indices) raise a recoverable ``EnvRpcError`` and leave the env untouched.
+
+    Example::
+
+        import asyncio
+        from rlmesh_gym.envs import GymVectorEnv
+        from rlmesh_gym.proto import env_pb2
+
+        async def main():
+            env = GymVectorEnv.make("CartPole-v1", num_envs=2, autoreset="disabled")
+            reset = await env.reset(env_pb2.ResetRequest(seeds=[1, 2]))
+            action = env_pb2.StepRequest()
+            action.action.bytes.data = (1).to_bytes(8, "little") * 2   # Discrete actions are int64
+            step = await env.step(action)
+            print(step.response.episode_ids == reset.response.episode_ids)   # True
+            await env.close(5.0)
+
+        asyncio.run(main())
+    """
+
+    def __init__(
+        self,
+        env: VectorEnv | gymnasium.Env,
+        *,
+        autoreset_mode: AutoresetMode | str | None = None,
+        offload: bool = False,
+    ) -> None:
+        if isinstance(env, VectorEnv):
+            self._vector = True
+            num_envs = int(env.num_envs)
+            observation_space, action_space = env.single_observation_space, env.single_action_space
+        elif isinstance(env, gymnasium.Env):
+            self._vector = False
+            num_envs = 1
+            observation_space, action_space = env.observation_space, env.action_space
+        else:
+            raise TypeError(
+                "GymVectorEnv wraps a gymnasium.vector.VectorEnv or a gymnasium.Env, "
+                f"got {type(env).__name__}"
+            )
+        self._env = env
+        self._num_envs = num_envs
+        self._mode = _resolve_autoreset_mode(env, self._vector, autoreset_mode)
+        self._observation_space = observation_space
+        self._action_space = action_space
+        self._contract = _build_contract(env, num_envs, self._mode, observation_space, action_space)
+        self._observation_codec = SpaceCodec(self._contract.observation_space, name="observation")
+        self._action_codec = SpaceCodec(self._contract.action_space, name="action")
+        self._action_bounds = _integer_action_bounds(action_space)
+        self._episodes = LaneEpisodes(num_envs, _WIRE_MODE[self._mode])
+        self._disabled_vector = self._vector and self._mode is AutoresetMode.DISABLED
+        self._same_step = self._mode is AutoresetMode.SAME_STEP
+        self._executor = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlmesh-gym-env") if offload else None
+        )
+        self._steps_taken = 0
+        self._has_reset = False
+        self._closed = False
+        self._failure: str | None = None
+
+    @classmethod
+    def make(
+        cls,
+        env_id: str,
+        num_envs: int = 1,
+        autoreset: AutoresetMode | str = "next_step",
+        vectorization: str = "sync",
+        *,
+        offload: bool = False,
+        vector_kwargs: Mapping[str, Any] | None = None,
+        wrappers: Sequence[Callable[[gymnasium.Env], gymnasium.Env]] | None = None,
+        **env_kwargs: Any,
+    ) -> GymVectorEnv:
+        """Build ``num_envs`` lanes of ``env_id`` with ``gymnasium.make_vec`` and wrap them.
+
+        ``autoreset`` is ``"next_step"``, ``"same_step"`` or ``"disabled"`` (case-insensitive) or
+        a ``gymnasium.vector.AutoresetMode``; ``vectorization`` is ``"sync"`` or ``"async"``.
+        ``vector_kwargs`` go to the vector env constructor, ``wrappers`` wrap each sub-env, and
+        ``env_kwargs`` go to each sub-env's constructor.
+        """
+        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+            raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
+        mode = parse_autoreset_mode(autoreset)
+        if not isinstance(vectorization, str) or vectorization.strip().lower() not in _VECTORIZATIONS:
+            raise ValueError(f"unknown vectorization {vectorization!r}; expected 'sync' or 'async'")
+        kwargs = dict(vector_kwargs or {})
+        if "autoreset_mode" in kwargs:
+            raise ValueError("pass the autoreset mode as autoreset=..., not in vector_kwargs")
+        kwargs["autoreset_mode"] = mode
+        env = gymnasium.make_vec(
+            env_id,
+            num_envs=num_envs,
+            vectorization_mode=vectorization.strip().lower(),
+            vector_kwargs=kwargs,
+            wrappers=wrappers,
+            **env_kwargs,
+        )
+        return cls(env, offload=offload)
+
+    @property
+    def contract(self) -> env_pb2.EnvContract:
+        """The env's contract (a fresh copy): id, per-lane spaces, metadata, lanes, autoreset mode."""
+        contract = env_pb2.EnvContract()
+        contract.CopyFrom(self._contract)
+        return contract
+
+    @property
+    def num_envs(self) -> int:
+        """Number of lanes."""
+        return self._num_envs
+
+    @property
+    def autoreset_mode(self) -> AutoresetMode:
+        """The gymnasium autoreset mode the lanes run under (DISABLED for a single env)."""
+        return self._mode
+
+    @property
+    def env(self) -> VectorEnv | gymnasium.Env:
+        """The wrapped gymnasium env."""
+        return self._env
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has been called."""
+        return self._closed
+
+    @property
+    def episode_ids(self) -> list[str]:
+        """The current episode id of every lane (``""`` for a lane with no running episode)."""
+        return self._episodes.ids
+
+    def __repr__(self) -> str:
+        return (
+            f"GymVectorEnv({self._contract.id}, num_envs={self._num_envs}, "
+            f"autoreset={self._mode.name}, env={type(self._env).__name__})"
+        )
+
+    async def reset(self, request: env_pb2.ResetRequest) -> RuntimeEnvReset:
+        """Reset every lane (``env_indices`` empty) or only the listed lanes (DISABLED only).
+
+        ``seeds`` is empty (unseeded) or has one seed per reset lane, aligned with
+        ``env_indices`` for a partial reset. ``options`` becomes the env's ``options`` dict.
+        The response carries the full-width observation batch, the env's infos and one
+        episode id per lane: a fresh one for each reset lane, the current one for the others.
+        A reset lane whose episode was still running has it completed as interrupted; it is
+        reported in the next step's ``completed_episodes``.
+        """
+        operation = "env.reset"
+        started = time.perf_counter_ns()
+        self._check_usable(operation)
+        lanes, lane_seeds, seed_arg, options = self._plan_reset(request)
+        try:
+            observation, infos = await self._call(self._env_reset, seed_arg, options)
+            response = env_pb2.ResetResponse()
+            response.observation.bytes.data = self._encode_observation(observation)
+            if infos:
+                response.infos.CopyFrom(to_meta_map(infos, name="infos"))
+        except EnvRpcError:
+            raise
+        except Exception as error:
+            raise self._env_failed(operation, self._steps_taken, error) from error
+        self._episodes.start(lanes, lane_seeds)
+        self._has_reset = True
+        response.episode_ids.extend(self._episodes.ids)
+        return RuntimeEnvReset(response, _telemetry(operation, started))
+
+    async def step(self, request: env_pb2.StepRequest) -> RuntimeEnvStep:
+        """Apply one action per lane and report rewards, masks, infos, ids and finished episodes.
+
+        ``request.action`` holds ``num_envs`` actions as message bytes; ``env_indices`` must be
+        empty. See the module docstring for how each autoreset mode rolls episode ids.
+        """
+        operation = "env.step"
+        started = time.perf_counter_ns()
+        step = self._steps_taken + 1
+        self._check_usable(operation)
+        if request.env_indices:
+            raise EnvRpcError(
+                operation,
+                step,
+                f"subset stepping (StepRequest.env_indices={list(request.env_indices)}) is not supported; "
+                f"send one action for each of the {self._num_envs} lanes and leave env_indices empty",
+                recoverable=True,
+            )
+        if not self._has_reset:
+            raise EnvRpcError(
+                operation,
+                step,
+                "the env was stepped before its first reset; reset it first",
+                recoverable=True,
+            )
+        if self._disabled_vector:
+            idle = self._episodes.idle_lanes()
+            if idle.size:
+                lanes = idle.tolist()
+                raise EnvRpcError(
+                    operation,
+                    step,
+                    f"lanes {lanes} have no running episode (under DISABLED autoreset a finished lane waits "
+                    f"for a reset); reset them with ResetRequest(env_indices={lanes}) before stepping",
+                    recoverable=True,
+                )
+        actions = self._decode_actions(request, operation, step)
+        n = self._num_envs
+        try:
+            observation, rewards, terminated, truncated, infos = await self._call(self._env_step, actions)
+            response = env_pb2.StepResponse()
+            response.observation.bytes.data = self._encode_observation(observation)
+            rewards, terminated, truncated = _lane_arrays(rewards, terminated, truncated, n)
+            response.rewards.extend(rewards.tolist())
+            response.terminated_mask = terminated.tobytes()
+            response.truncated_mask = truncated.tobytes()
+            if infos:
+                response.infos.CopyFrom(to_meta_map(infos, name="infos"))
+            finished = self._episodes.record_step(rewards, terminated, truncated, response.completed_episodes)
+            for lane, entry in finished:
+                final_info = self._final_info(infos, lane)
+                if final_info:
+                    entry.final_info.CopyFrom(to_meta_map(final_info, name="final_info"))
+        except EnvRpcError:
+            raise
+        except Exception as error:
+            raise self._env_failed(operation, step, error) from error
+        self._steps_taken = step
+        response.episode_ids.extend(self._episodes.ids)
+        return RuntimeEnvStep(response, _telemetry(operation, started))
+
+    async def close(self, timeout: float) -> None:
+        """Close the wrapped env (idempotent). Later resets and steps raise ``EnvRpcError``.
+
+        Inline, the env's own ``close`` cannot be interrupted, so ``timeout`` only reaches
+        ``AsyncVectorEnv.close``. With ``offload=True`` the close runs in the worker thread (after
+        any call still running there) and a close that takes longer than ``timeout`` raises
+        ``TimeoutError`` while the thread keeps closing.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if self._executor is None:
+            try:
+                self._close_env(timeout)
+            except Exception as error:
+                raise EnvRpcError.wrap("env.close", self._steps_taken, error) from error
+            return
+        executor = self._executor
+        future = asyncio.get_running_loop().run_in_executor(executor, self._close_env, timeout)
+        executor.shutdown(wait=False)
+        done, _ = await asyncio.wait({future}, timeout=max(timeout, 0.0))
+        if not done:
+            raise TimeoutError(
+                f"closing {self!r} did not finish within {timeout}s (an earlier env call may still be "
+                "running in the worker thread); the close goes on in the background"
+            )
+        try:
+            future.result()
+        except Exception as error:
+            raise EnvRpcError.wrap("env.close", self._steps_taken, error) from error
+
+    def drain_episodes(self) -> list[env_pb2.EpisodeMetadata]:
+        """End every running episode as truncated and return them, after any interrupted ones.
+
+        This is what an env server's ``CloseResponse.final_episodes`` carries. The env stays
+        open; every lane is idle until the next reset.
+        """
+        return self._episodes.drain()
+
+    def render_frames(self) -> list[np.ndarray | None]:
+        """One RGB frame per lane (``None`` where the env gave none); needs ``render_mode="rgb_array"``.
+
+        Single env: ``[env.render()]``. Vector env: the frames of ``env.render()``, split per lane.
+        """
+        self._check_usable("env.render")
+        if self._env.render_mode != "rgb_array":
+            raise ValueError(
+                f"render_frames needs an env built with render_mode='rgb_array'; "
+                f"this env has render_mode={self._env.render_mode!r}"
+            )
+        if self._executor is None:
+            rendered = self._env.render()
+        else:
+            rendered = self._executor.submit(self._env.render).result()
+        if not self._vector:
+            frames = [rendered]
+        elif rendered is None:
+            frames = [None] * self._num_envs
+        else:
+            frames = list(rendered)
+        if len(frames) != self._num_envs:
+            raise ValueError(f"env.render() returned {len(frames)} frames for {self._num_envs} lanes")
+        return [None if frame is None else np.asarray(frame) for frame in frames]
+
+    # -- env calls (inline or in the worker thread) -------------------------------------------
+
+    async def _call(self, function: Callable[..., Any], *args: Any) -> Any:
+        if self._executor is None:
+            return function(*args)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+        except asyncio.CancelledError:
+            # The call goes on in the worker thread; its result never reaches the book-keeping.
+            self._failure = (
+                "an env call was cancelled while running in the worker thread, so the env state is unknown"
+            )
+            raise
+
+    def _env_reset(self, seed: Any, options: dict[str, Any] | None) -> tuple[Any, Mapping[str, Any]]:
+        return self._env.reset(seed=seed, options=options)
+
+    def _env_step(self, actions: Any) -> tuple[Any, Any, Any, Any, Mapping[str, Any]]:
+        if self._vector:
+            return self._env.step(actions)
+        observation, reward, terminated, truncated, info = self._env.step(actions)
+        return (
+            observation,
+            np.array([reward], dtype=np.float64),
+            np.array([terminated], dtype=np.bool_),
+            np.array([truncated], dtype=np.bool_),
+            info,
+        )
+
+    def _encode_observation(self, observation: Any) -> bytes:
+        if self._vector:
+            return self._observation_codec.encode_batch(observation, self._num_envs)
+        return self._observation_codec.encode(observation)
+
+    def _close_env(self, timeout: float) -> None:
+        if isinstance(self._env, AsyncVectorEnv):
+            self._env.close(timeout=timeout)
+        else:
+            self._env.close()
+
+    # -- request checks ------------------------------------------------------------------------
+
+    def _check_usable(self, operation: str) -> None:
+        if self._closed:
+            raise EnvRpcError(operation, self._steps_taken, "the env is closed; create a new one")
+        if self._failure is not None:
+            raise EnvRpcError(
+                operation,
+                self._steps_taken,
+                f"the env is unusable after an earlier failure ({self._failure}); "
+                "close it and create a new one",
+            )
+
+    def _plan_reset(
+        self, request: env_pb2.ResetRequest
+    ) -> tuple[list[int], list[int | None], Any, dict[str, Any] | None]:
+        """Validate a reset request: (lanes reset, their seeds, the env's seed argument, options)."""
+        operation, step, n = "env.reset", self._steps_taken, self._num_envs
+        seeds = list(request.seeds)
+        indices = list(request.env_indices)
+        negative = [seed for seed in seeds if seed < 0]
+        if negative:
+            raise EnvRpcError(
+                operation,
+                step,
+                f"seeds must be >= 0 (gymnasium refuses negative seeds), got {negative}",
+                recoverable=True,
+            )
+        options = None
+        if request.HasField("options"):
+            try:
+                options = from_meta_map(request.options)
+            except (MetaConversionError, ValueError, TypeError) as error:
+                raise EnvRpcError(
+                    operation, step, f"reset options could not be decoded: {error}", recoverable=True
+                ) from error
+            if "reset_mask" in options:
+                raise EnvRpcError(
+                    operation,
+                    step,
+                    "options['reset_mask'] is reserved: the adapter builds it from ResetRequest.env_indices; "
+                    "list the lanes to reset in env_indices instead",
+                    recoverable=True,
+                )
+        if not indices:
+            if seeds and len(seeds) != n:
+                raise EnvRpcError(
+                    operation,
+                    step,
+                    f"expected no seeds or one seed per lane ({n}), got {len(seeds)} seeds",
+                    recoverable=True,
+                )
+            lanes = list(range(n))
+            lane_seeds: list[int | None] = list(seeds) if seeds else [None] * n
+            if not self._vector:
+                return lanes, lane_seeds, lane_seeds[0], options
+            return lanes, lane_seeds, (list(seeds) if seeds else None), options
+
+        if self._mode is not AutoresetMode.DISABLED:
+            raise EnvRpcError(
+                operation,
+                step,
+                f"partial reset (env_indices={indices}) needs DISABLED autoreset, but this env autoresets "
+                f"{self._mode.name} (gymnasium resets finished lanes itself); reset all lanes with empty "
+                "env_indices, or build the env with autoreset='disabled'",
+                recoverable=True,
+            )
+        bad = [index for index in indices if not 0 <= index < n]
+        if bad:
+            raise EnvRpcError(
+                operation,
+                step,
+                f"partial reset: env_indices {bad} out of range; lanes are 0..{n - 1}",
+                recoverable=True,
+            )
+        if len(set(indices)) != len(indices):
+            duplicates = sorted({index for index in indices if indices.count(index) > 1})
+            raise EnvRpcError(
+                operation, step, f"partial reset: duplicate env_index {duplicates}", recoverable=True
+            )
+        if seeds and len(seeds) != len(indices):
+            raise EnvRpcError(
+                operation,
+                step,
+                f"partial reset: expected no seeds or one seed per env_indices entry ({len(indices)}), "
+                f"got {len(seeds)} seeds",
+                recoverable=True,
+            )
+        lane_seeds = list(seeds) if seeds else [None] * len(indices)
+        if not self._vector:
+            return indices, lane_seeds, lane_seeds[0], options
+        full_seeds: list[int | None] = [None] * n
+        mask = np.zeros(n, dtype=np.bool_)
+        for index, seed in zip(indices, lane_seeds, strict=True):
+            full_seeds[index] = seed
+            mask[index] = True
+        # gymnasium pops "reset_mask" out of the dict it is given: always a fresh dict.
+        partial_options = dict(options or {})
+        partial_options["reset_mask"] = mask
+        return indices, lane_seeds, full_seeds, partial_options
+
+    def _decode_actions(self, request: env_pb2.StepRequest, operation: str, step: int) -> Any:
+        n = self._num_envs
+        data = request.action.bytes.data
+        try:
+            values = self._action_codec.decode_batch(data, n)
+        except (CodecError, ValueError, TypeError) as error:
+            raise EnvRpcError(
+                operation,
+                step,
+                f"invalid action batch: expected {n} action(s) of {self._action_space} ({len(data)} bytes "
+                f"received): {error}",
+                recoverable=True,
+            ) from error
+        if self._action_bounds is not None:
+            low, high = self._action_bounds
+            outside = (values < low) | (values >= high)
+            if outside.any():
+                lanes = sorted(set(np.argwhere(outside)[:, 0].tolist()))
+                raise EnvRpcError(
+                    operation,
+                    step,
+                    f"actions of lanes {lanes} are outside {self._action_space}: "
+                    f"{[values[lane].tolist() for lane in lanes]}",
+                    recoverable=True,
+                )
+        if self._vector:
+            return values
+        return _unbatch_one(self._action_space, values)
+
+    # -- responses -----------------------------------------------------------------------------
+
+    def _final_info(self, infos: Mapping[str, Any], lane: int) -> dict[str, Any]:
+        if not self._vector:
+            return dict(infos)
+        if not self._same_step:
+            return lane_info(infos, lane) if infos else {}
+        final: dict[str, Any] = {}
+        terminal = infos.get("final_info")
+        if isinstance(terminal, Mapping):
+            mask = infos.get("_final_info")
+            if mask is None or mask[lane]:
+                final.update(lane_info(terminal, lane))
+        final_obs = infos.get("final_obs")
+        if final_obs is not None:
+            mask = infos.get("_final_obs")
+            if mask is None or mask[lane]:
+                final["final_obs"] = final_obs[lane]
+        return final
+
+    def _env_failed(self, operation: str, step: int, error: BaseException) -> EnvRpcError:
+        where = " (lane 0)" if not self._vector else ""
+        message = f"{operation}{where} raised {type(error).__name__}: {error}"
+        self._failure = message
+        failure = EnvRpcError(operation, step, message)
+        failure.__cause__ = error
+        return failure
+
+
+def _resolve_autoreset_mode(
+    env: VectorEnv | gymnasium.Env, vector: bool, override: AutoresetMode | str | None
+) -> AutoresetMode:
+    requested = None if override is None else parse_autoreset_mode(override)
+    metadata = getattr(env, "metadata", None)
+    declared = metadata.get("autoreset_mode") if isinstance(metadata, Mapping) else None
+    if declared is not None:
+        try:
+            mode = parse_autoreset_mode(declared)
+        except ValueError as error:
+            raise ValueError(f"env.metadata['autoreset_mode'] is invalid: {error}") from None
+        if requested is not None and requested is not mode:
+            raise ValueError(
+                f"autoreset_mode={requested.name} disagrees with env.metadata['autoreset_mode']={mode.name}"
+            )
+    elif not vector:
+        mode = requested or AutoresetMode.DISABLED
+    elif requested is None:
+        raise ValueError(
+            f"the vector env {type(env).__name__} has no metadata['autoreset_mode']; pass "
+            "GymVectorEnv(env, autoreset_mode=...) to say how it autoresets"
+        )
+    else:
+        mode = requested
+    if not vector and mode is not AutoresetMode.DISABLED:
+        raise ValueError(
+            f"a single gymnasium.Env has no autoreset, so it runs under DISABLED, not {mode.name}; "
+            "wrap it in a vector env (gymnasium.vector.SyncVectorEnv([lambda: env], autoreset_mode=...)) "
+            "for autoreset"
+        )
+    return mode
+
+
+def _build_contract(
+    env: VectorEnv | gymnasium.Env,
+    num_envs: int,
+    mode: AutoresetMode,
+    observation_space: Space,
+    action_space: Space,
+) -> env_pb2.EnvContract:
+    spec = getattr(env, "spec", None)
+    contract = env_pb2.EnvContract(
+        id=spec.id if spec is not None and getattr(spec, "id", None) else UNKNOWN_ENV_ID,
+        render_mode=getattr(env, "render_mode", None) or "",
+        num_envs=num_envs,
+        autoreset_mode=_WIRE_MODE[mode],
+    )
+    contract.observation_space.CopyFrom(space_spec(observation_space, name="observation_space"))
+    contract.action_space.CopyFrom(space_spec(action_space, name="action_space"))
+    metadata = getattr(env, "metadata", None)
+    if metadata is not None:
+        contract.metadata.CopyFrom(_metadata_map(metadata))
+    return contract
+
+
+def _metadata_map(metadata: Mapping[str, Any]) -> spaces_pb2.MetaMap:
+    """``env.metadata`` as a MetaMap; an entry MetaValue cannot hold is left out with a warning."""
+    try:
+        return to_meta_map(dict(metadata))
+    except (MetaConversionError, TypeError, ValueError):
+        pass
+    converted = spaces_pb2.MetaMap()
+    for key, value in metadata.items():
+        try:
+            entry = to_meta_map({key: value})
+        except (MetaConversionError, TypeError, ValueError) as error:
+            warnings.warn(
+                f"env.metadata[{key!r}] ({type(value).__name__}) cannot be sent as rlmesh metadata "
+                f"and is left out of the contract: {error}",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+            continue
+        for name, meta_value in entry.entries.items():
+            converted.entries[name].CopyFrom(meta_value)
+    return converted
+
+
+def _integer_action_bounds(space: Space) -> tuple[Any, Any] | None:
+    """(low, high exclusive) of a top-level Discrete/MultiDiscrete action space, for a vectorized check."""
+    if isinstance(space, Discrete):
+        return int(space.start), int(space.start) + int(space.n)
+    if isinstance(space, MultiDiscrete):
+        return 0, np.asarray(space.nvec, dtype=np.int64)  # the wire drops MultiDiscrete.start
+    return None
+
+
+def _lane_arrays(
+    rewards: Any, terminated: Any, truncated: Any, n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rewards = np.asarray(rewards, dtype=np.float64)
+    terminated = np.asarray(terminated, dtype=np.bool_)
+    truncated = np.asarray(truncated, dtype=np.bool_)
+    if rewards.shape != (n,) or terminated.shape != (n,) or truncated.shape != (n,):
+        raise ValueError(
+            f"the env returned rewards/terminated/truncated of shapes {rewards.shape}/{terminated.shape}/"
+            f"{truncated.shape}; expected ({n},) each"
+        )
+    return rewards, terminated, truncated
+
+
+def _unbatch_one(space: Space, values: Any) -> Any:
+    """Lane 0's value out of a decoded batch of one (Discrete values as ``int``)."""
+    if isinstance(space, DictSpace):
+        return {key: _unbatch_one(subspace, values[key]) for key, subspace in space.spaces.items()}
+    if isinstance(space, TupleSpace):
+        return tuple(
+            _unbatch_one(subspace, column) for subspace, column in zip(space.spaces, values, strict=True)
+        )
+    if isinstance(space, Discrete):
+        return int(values[0])
+    return values[0]
+
+
+def _telemetry(operation: str, started_ns: int) -> core_pb2.OperationTelemetry:
+    return core_pb2.OperationTelemetry(
+        operation=operation,
+        metrics=[
+            core_pb2.OperationMetric(name="endpoint.total", duration_ns=time.perf_counter_ns() - started_ns)
+        ],
+    )
