@@ -1,0 +1,39 @@
+"""Episode recording: a runtime hook that writes episodes to a msgpack file, and its reader.
+
+>>> from rlmesh_gym.recording import RecordingOptions, load_recording, replay_episode
+>>> result = evaluate("CartPole-v1", "random", episodes=4, autoreset="disabled", seed=0,
+...                   record=RecordingOptions("run.rec", frame_lanes=[0]))   # doctest: +SKIP
+>>> recording = load_recording("run.rec")                                     # doctest: +SKIP
+>>> replay_episode(recording, 0).match                                        # doctest: +SKIP
+True
+
+The file format, what a step record holds in each autoreset mode, and the options are
+described in ``docs/recording.md``.
+"""
+
+from rlmesh_gym.recording._format import FORMAT_VERSION, RecordingFormatError
+from rlmesh_gym.recording._options import RecordingOptions
+from rlmesh_gym.recording._reader import (
+    RecordedEpisode,
+    Recording,
+    RecordingHeader,
+    RecordingWarning,
+    load_recording,
+)
+from rlmesh_gym.recording._recorder import EpisodeRecorder
+from rlmesh_gym.recording._replay import ReplayDivergence, ReplayResult, replay_episode
+
+__all__ = [
+    "FORMAT_VERSION",
+    "EpisodeRecorder",
+    "RecordedEpisode",
+    "Recording",
+    "RecordingFormatError",
+    "RecordingHeader",
+    "RecordingOptions",
+    "RecordingWarning",
+    "ReplayDivergence",
+    "ReplayResult",
+    "load_recording",
+    "replay_episode",
+]

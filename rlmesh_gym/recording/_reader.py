@@ -1,0 +1,461 @@
+"""Reading a recording back: :func:`load_recording`, :class:`Recording`, :class:`RecordedEpisode`."""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+import warnings
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rlmesh_gym.proto import env_pb2, spaces_pb2
+from rlmesh_gym.recording._format import FORMAT_NAME, FORMAT_VERSION, RecordingFormatError, read_records
+from rlmesh_gym.recording._lanes import concat_values, tuples_from_lists
+from rlmesh_gym.records import EpisodeRecord
+
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = ["RecordedEpisode", "Recording", "RecordingHeader", "RecordingWarning", "load_recording"]
+
+# Observation/action leaves with at most this many elements get one steps_frame column per element.
+_MAX_FLAT_COLUMNS = 16
+_HTML_ROWS = 20
+
+
+class RecordingWarning(UserWarning):
+    """A recording was read only in part (cut off or damaged after some complete records)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordingHeader:
+    """The first record of a recording: what was recorded, from which env, how."""
+
+    version: int
+    writer: str
+    created_ns: int
+    env_id: str
+    contract: env_pb2.EnvContract
+    num_envs: int
+    autoreset_mode: str
+    base_seed: int | None
+    options: dict[str, Any]
+
+    @property
+    def observation_space(self) -> spaces_pb2.SpaceSpec:
+        """The per-lane observation ``SpaceSpec``."""
+        return self.contract.observation_space
+
+    @property
+    def action_space(self) -> spaces_pb2.SpaceSpec:
+        """The per-lane action ``SpaceSpec``."""
+        return self.contract.action_space
+
+    @property
+    def lanes(self) -> tuple[int, ...]:
+        """The recorded lanes."""
+        lanes = self.options.get("lanes")
+        return tuple(range(self.num_envs)) if lanes is None else tuple(lanes)
+
+
+@dataclass(eq=False, slots=True)
+class RecordedEpisode:
+    """One lane's episode: its recorded steps as numpy arrays and the env's summary.
+
+    ``steps`` holds the episode's own step index of each recorded step (``0, k, 2k, ...`` with a
+    step stride ``k``); ``observations`` (``None`` when not recorded), ``actions``, ``rewards``,
+    ``terminated`` and ``truncated`` are aligned with it along their first axis. Observations
+    and actions are arrays of shape ``(steps, *space_shape)`` for Box, Discrete, MultiBinary and
+    MultiDiscrete spaces, a ``str`` array for Text, and a dict / tuple of those for Dict / Tuple.
+    ``frames`` (``(F, H, W, 3)`` uint8, or ``None``) were rendered at steps ``frame_steps``.
+    ``record`` is the env's summary; it is ``None`` for an episode still running when the
+    session ended or failed (then ``complete`` is false).
+    """
+
+    lane: int
+    episode_id: str
+    record: EpisodeRecord | None
+    steps: np.ndarray
+    observations: Any
+    actions: Any
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    frames: np.ndarray | None = None
+    frame_steps: np.ndarray | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Whether the env reported this episode finished (it has a summary)."""
+        return self.record is not None
+
+    @property
+    def seed(self) -> int | None:
+        """The seed the lane was reset with for this episode, or ``None``."""
+        return None if self.record is None else self.record.seed
+
+    @property
+    def episode_return(self) -> float:
+        """The env's return of the episode (the sum of recorded rewards when incomplete)."""
+        return float(self.rewards.sum()) if self.record is None else self.record.episode_return
+
+    @property
+    def length(self) -> int:
+        """The env's step count of the episode (recorded steps when incomplete)."""
+        return int(len(self.steps)) if self.record is None else self.record.length
+
+    def __repr__(self) -> str:
+        status = "complete" if self.complete else "incomplete"
+        return (
+            f"RecordedEpisode(lane={self.lane}, episode_id={self.episode_id!r}, seed={self.seed}, "
+            f"return={self.episode_return:g}, length={self.length}, {status}, "
+            f"recorded_steps={len(self.steps)}, frames={0 if self.frames is None else len(self.frames)})"
+        )
+
+    def _repr_html_(self) -> str:
+        rows = [
+            ("lane", self.lane),
+            ("episode id", self.episode_id),
+            ("seed", self.seed),
+            ("return", f"{self.episode_return:g}"),
+            ("length", self.length),
+            (
+                "terminated / truncated",
+                "" if self.record is None else f"{self.record.terminated} / {self.record.truncated}",
+            ),
+            ("status", "complete" if self.complete else "incomplete (session ended mid-episode)"),
+            ("recorded steps", len(self.steps)),
+            ("observations", _describe(self.observations)),
+            ("actions", _describe(self.actions)),
+            ("frames", _describe(self.frames)),
+        ]
+        body = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
+            for k, v in rows
+        )
+        return f"<table><caption>RecordedEpisode</caption>{body}</table>"
+
+
+@dataclass(eq=False, slots=True)
+class Recording:
+    """A loaded recording: its header, sessions and episodes.
+
+    ``episodes`` are the complete episodes in the order they finished; ``incomplete_episodes``
+    were still running when their session ended or failed (their steps are kept, they have no
+    summary). ``partial`` says the file was cut off or damaged and only its first complete
+    records were read.
+    """
+
+    path: str
+    header: RecordingHeader
+    episodes: list[RecordedEpisode]
+    incomplete_episodes: list[RecordedEpisode]
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+    ends: list[dict[str, Any]] = field(default_factory=list)
+    partial: bool = False
+
+    def __len__(self) -> int:
+        return len(self.episodes)
+
+    def episode(self, key: int | str | RecordedEpisode) -> RecordedEpisode:
+        """An episode by position in ``episodes``, by episode id (complete or not), or itself."""
+        if isinstance(key, RecordedEpisode):
+            return key
+        if isinstance(key, str):
+            for episode in (*self.episodes, *self.incomplete_episodes):
+                if episode.episode_id == key:
+                    return episode
+            raise KeyError(f"no episode with id {key!r} in recording {self.path!r}")
+        if isinstance(key, bool) or not isinstance(key, (int, np.integer)):
+            raise TypeError(f"episode must be an index, an episode id or a RecordedEpisode, got {key!r}")
+        if not -len(self.episodes) <= key < len(self.episodes):
+            raise IndexError(
+                f"episode index {key} out of range: the recording has "
+                f"{len(self.episodes)} complete episode(s)"
+            )
+        return self.episodes[int(key)]
+
+    def to_pandas(self, *, include_incomplete: bool = False) -> pandas.DataFrame:
+        """One row per episode: the summary fields, the recorded step and frame counts."""
+        pd = _pandas()
+        episodes = [*self.episodes, *(self.incomplete_episodes if include_incomplete else ())]
+        rows = []
+        for episode in episodes:
+            if episode.record is not None:
+                row = episode.record.to_dict()
+            else:
+                row = {name: None for name in EpisodeRecord.__dataclass_fields__}
+                row.update(lane=episode.lane, episode_id=episode.episode_id)
+            row["complete"] = episode.complete
+            row["recorded_steps"] = len(episode.steps)
+            row["frames"] = 0 if episode.frames is None else len(episode.frames)
+            rows.append(row)
+        columns = [*EpisodeRecord.__dataclass_fields__, "complete", "recorded_steps", "frames"]
+        return pd.DataFrame(rows, columns=columns)
+
+    def steps_frame(self, episode: int | str | RecordedEpisode) -> pandas.DataFrame:
+        """One row per recorded step of ``episode``: step, reward, flags, action and observation.
+
+        Small array leaves are spread over one column per element (``obs[0]``, ``obs[1]``, ...,
+        ``obs.key[0]`` for Dict spaces); larger leaves (images) stay one array per row.
+        """
+        pd = _pandas()
+        chosen = self.episode(episode)
+        columns: dict[str, Any] = {
+            "step": chosen.steps,
+            "reward": chosen.rewards,
+            "terminated": chosen.terminated,
+            "truncated": chosen.truncated,
+        }
+        _flatten_into(columns, "action", chosen.actions, len(chosen.steps))
+        _flatten_into(columns, "obs", chosen.observations, len(chosen.steps))
+        return pd.DataFrame(columns)
+
+    def summary(self) -> dict[str, Any]:
+        """Aggregate statistics of the complete episodes (count, return mean/std/min/max, mean length)."""
+        returns = np.array([e.episode_return for e in self.episodes], dtype=np.float64)
+        lengths = np.array([e.length for e in self.episodes], dtype=np.float64)
+        if len(returns) == 0:
+            return {"episodes": 0, "incomplete": len(self.incomplete_episodes)}
+        return {
+            "episodes": len(self.episodes),
+            "incomplete": len(self.incomplete_episodes),
+            "return_mean": float(returns.mean()),
+            "return_std": float(returns.std()),
+            "return_min": float(returns.min()),
+            "return_max": float(returns.max()),
+            "length_mean": float(lengths.mean()),
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"Recording({self.path!r}, env_id={self.header.env_id!r}, num_envs={self.header.num_envs}, "
+            f"autoreset={self.header.autoreset_mode}, episodes={len(self.episodes)}, "
+            f"incomplete={len(self.incomplete_episodes)}{', partial' if self.partial else ''})"
+        )
+
+    def _repr_html_(self) -> str:
+        header = self.header
+        stats = self.summary()
+        facts = [
+            ("file", self.path + (" (partial: cut off or damaged)" if self.partial else "")),
+            ("env", header.env_id or "(no id)"),
+            ("lanes", f"{header.num_envs} (recorded: {', '.join(map(str, header.lanes))})"),
+            ("autoreset", header.autoreset_mode),
+            ("base seed", header.base_seed),
+            ("episodes", f"{stats['episodes']} complete, {stats['incomplete']} incomplete"),
+        ]
+        if stats["episodes"]:
+            facts.append(
+                (
+                    "return",
+                    f"{stats['return_mean']:.2f} ± {stats['return_std']:.2f} "
+                    f"(min {stats['return_min']:g}, max {stats['return_max']:g})",
+                )
+            )
+            facts.append(("mean length", f"{stats['length_mean']:.1f}"))
+        facts_html = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
+            for k, v in facts
+        )
+        head = "".join(
+            f"<th>{h}</th>"
+            for h in ("#", "lane", "episode id", "seed", "return", "length", "term", "trunc", "frames")
+        )
+        rows = []
+        for index, episode in enumerate(self.episodes[:_HTML_ROWS]):
+            record = episode.record
+            cells = (
+                index,
+                episode.lane,
+                episode.episode_id[:8],
+                episode.seed,
+                f"{episode.episode_return:g}",
+                episode.length,
+                record.terminated if record else "",
+                record.truncated if record else "",
+                0 if episode.frames is None else len(episode.frames),
+            )
+            rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
+        more = len(self.episodes) - _HTML_ROWS
+        tail = f"<p>... {more} more episode(s)</p>" if more > 0 else ""
+        return (
+            f"<div><table><caption>Recording</caption>{facts_html}</table>"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{tail}</div>"
+        )
+
+
+def load_recording(path: str | os.PathLike[str]) -> Recording:
+    """Read a recording written by :class:`EpisodeRecorder`.
+
+    A file cut off mid-record (a crash while writing) or damaged after its header is read up to
+    its last complete record, with a :class:`RecordingWarning` saying where reading stopped.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        RecordingFormatError: the file is not a recording, or was written in a newer format
+            version than this rlmesh-gym reads.
+
+    Example:
+        >>> recording = load_recording("run.rec")          # doctest: +SKIP
+        >>> recording.to_pandas()[["lane", "seed", "episode_return"]]   # doctest: +SKIP
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"load_recording: path must be a str or os.PathLike, got {path!r}")
+    filename = os.fspath(path)
+    size = os.path.getsize(filename)  # FileNotFoundError names the path
+    with open(filename, "rb") as stream:
+        records, _, problem = read_records(stream, size)
+    if not records:
+        reason = "the file is empty" if size == 0 else (problem or "it holds no records")
+        raise RecordingFormatError(f"{filename!r} is not an rlmesh-gym recording: {reason}")
+    header = _parse_header(records[0], filename)
+    if problem is not None:
+        warnings.warn(
+            f"recording {filename!r} was read only in part: {problem}; the {len(records)} complete record(s) "
+            "before that point are loaded",
+            RecordingWarning,
+            stacklevel=2,
+        )
+    return _assemble(filename, header, records[1:], partial=problem is not None)
+
+
+def _parse_header(record: dict[str, Any], filename: str) -> RecordingHeader:
+    if record.get("kind") != "header" or record.get("format") != FORMAT_NAME:
+        raise RecordingFormatError(
+            f"{filename!r} is not an rlmesh-gym recording: its first record is not a {FORMAT_NAME} header"
+        )
+    version = record.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise RecordingFormatError(f"{filename!r} has an invalid recording format version {version!r}")
+    if version > FORMAT_VERSION:
+        writer = record.get("writer", "an unknown writer")
+        raise RecordingFormatError(
+            f"{filename!r} uses recording format version {version}, newer than the version "
+            f"{FORMAT_VERSION} this rlmesh-gym reads (written by {writer}); "
+            "upgrade rlmesh-gym"
+        )
+    try:
+        contract = env_pb2.EnvContract.FromString(record["contract"])
+        return RecordingHeader(
+            version=version,
+            writer=str(record.get("writer", "")),
+            created_ns=int(record.get("created_ns", 0)),
+            env_id=str(record["env_id"]),
+            contract=contract,
+            num_envs=int(record["num_envs"]),
+            autoreset_mode=str(record["autoreset_mode"]),
+            base_seed=record.get("base_seed"),
+            options=dict(record.get("options") or {}),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RecordingFormatError(f"{filename!r} has a malformed recording header: {exc!r}") from exc
+
+
+def _assemble(
+    filename: str, header: RecordingHeader, records: list[dict[str, Any]], *, partial: bool
+) -> Recording:
+    chunks: dict[str, list[dict[str, Any]]] = {}
+    lanes: dict[str, int] = {}
+    summaries: dict[str, EpisodeRecord] = {}
+    finished: list[str] = []
+    sessions: list[dict[str, Any]] = []
+    ends: list[dict[str, Any]] = []
+    for record in records:
+        kind = record["kind"]
+        if kind == "steps":
+            chunks.setdefault(record["episode_id"], []).append(record)
+            lanes.setdefault(record["episode_id"], int(record["lane"]))
+        elif kind == "episode":
+            episode_id = record["episode_id"]
+            if episode_id not in summaries:
+                finished.append(episode_id)
+            summaries[episode_id] = EpisodeRecord(**record["record"])
+            lanes.setdefault(episode_id, int(record["lane"]))
+        elif kind == "session":
+            sessions.append(record)
+        elif kind == "end":
+            ends.append(record)
+        # Other kinds come from newer writers of the same format version: skipped.
+    episodes = [_episode(eid, lanes[eid], summaries[eid], chunks.get(eid, [])) for eid in finished]
+    incomplete = [
+        _episode(eid, lanes[eid], None, parts) for eid, parts in chunks.items() if eid not in summaries
+    ]
+    return Recording(filename, header, episodes, incomplete, sessions, ends, partial)
+
+
+def _episode(
+    episode_id: str, lane: int, record: EpisodeRecord | None, parts: list[dict[str, Any]]
+) -> RecordedEpisode:
+    parts = sorted(parts, key=lambda part: part["chunk"])
+    with_steps = [part for part in parts if part["actions"] is not None]
+    with_frames = [part for part in parts if part.get("frames") is not None]
+
+    def joined(name: str, dtype: str) -> np.ndarray:
+        if not with_steps:
+            return np.zeros(0, dtype=dtype)
+        return np.concatenate([part[name] for part in with_steps])
+
+    observations = concat_values([tuples_from_lists(part["observations"]) for part in with_steps])
+    actions = concat_values([tuples_from_lists(part["actions"]) for part in with_steps])
+    return RecordedEpisode(
+        lane=lane,
+        episode_id=episode_id,
+        record=record,
+        steps=joined("steps", "int64"),
+        observations=observations,
+        actions=actions,
+        rewards=joined("rewards", "float64"),
+        terminated=joined("terminated", "bool"),
+        truncated=joined("truncated", "bool"),
+        frames=np.concatenate([part["frames"] for part in with_frames]) if with_frames else None,
+        frame_steps=np.concatenate([part["frame_steps"] for part in with_frames]) if with_frames else None,
+    )
+
+
+def _flatten_into(columns: dict[str, Any], name: str, value: Any, rows: int) -> None:
+    if value is None:
+        return
+    if isinstance(value, dict):
+        for key, child in value.items():
+            _flatten_into(columns, f"{name}.{key}", child, rows)
+        return
+    if isinstance(value, tuple):
+        for index, child in enumerate(value):
+            _flatten_into(columns, f"{name}.{index}", child, rows)
+        return
+    array = np.asarray(value)
+    if array.ndim == 1:
+        columns[name] = array
+        return
+    numel = math.prod(array.shape[1:])
+    if numel > _MAX_FLAT_COLUMNS:
+        columns[name] = list(array)
+        return
+    flat = array.reshape(rows, numel)
+    for flat_index, position in enumerate(np.ndindex(*array.shape[1:])):
+        columns[f"{name}[{','.join(map(str, position))}]"] = flat[:, flat_index]
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "not recorded"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_describe(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_describe(v) for v in value) + ")"
+    array = np.asarray(value)
+    return f"{array.dtype} {tuple(array.shape)}"
+
+
+def _pandas() -> Any:
+    try:
+        import pandas
+    except ImportError as exc:  # pragma: no cover - pandas ships with the notebook extra
+        raise ImportError(
+            "Recording.to_pandas/steps_frame need pandas: pip install 'rlmesh-gym[notebook]'"
+        ) from exc
+    return pandas

@@ -1,0 +1,404 @@
+"""The recorder hook: :class:`EpisodeRecorder` writes a runtime session's episodes to a file.
+
+Hot path: three hooks per step keep references (the observation and action payloads the
+model saw and sent, and the step response) in a step buffer; nothing is decoded or written.
+When a recorded lane's episode ends, its slice of that buffer becomes one ``steps`` record
+(numpy arrays per field), then the env's summary becomes an ``episode`` record and the file
+is flushed. Session end, failure and :meth:`EpisodeRecorder.close` write what is still
+buffered and flush.
+
+Which steps belong to an episode (the alignment, the same in every autoreset mode): a lane's
+episode starts at the first observation emitted with its new episode id, and ends with the
+first step whose terminated or truncated flag is set for that lane (or the env's report that
+the episode completed). Step ``t`` of an episode pairs the observation the model saw (after
+``transform_observation``) with the action the env received (after ``transform_action``) and
+that step's reward and flags. Consequences per mode:
+
+* NEXT_STEP: after a lane's last step the model still sees the terminal observation and the
+  env then spends one step resetting that lane (reward 0, flags unset, action ignored). That
+  autoreset step is outside both episodes: the old one has ended and the new id only shows in
+  the next observation. It is not recorded.
+* SAME_STEP: the step that ends an episode already returns the next episode's first
+  observation, which is recorded as step 0 of the new episode.
+* DISABLED: the driver resets finished lanes; the reset observation is step 0 of the new episode.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rlmesh_gym import __version__
+from rlmesh_gym.proto import env_pb2
+from rlmesh_gym.recording._format import FORMAT_NAME, FORMAT_VERSION, new_packer
+from rlmesh_gym.recording._lanes import LaneValues
+from rlmesh_gym.recording._options import RecordingOptions
+from rlmesh_gym.records import EpisodeRecord
+from rlmesh_gym.runtime.hooks import RuntimeHooks
+
+__all__ = ["AUTORESET_NAMES", "EpisodeRecorder"]
+
+AUTORESET_NAMES = {
+    env_pb2.AUTORESET_MODE_UNSPECIFIED: "unspecified",
+    env_pb2.AUTORESET_MODE_NEXT_STEP: "next_step",
+    env_pb2.AUTORESET_MODE_SAME_STEP: "same_step",
+    env_pb2.AUTORESET_MODE_DISABLED: "disabled",
+}
+
+# A lane's episode is written in chunks once the step buffer holds this many steps, which
+# bounds memory for very long episodes.
+_MAX_BUFFERED_STEPS = 4096
+
+
+@dataclass(slots=True)
+class _Lane:
+    """The episode a recorded lane is in."""
+
+    episode_id: str = ""
+    active: bool = False
+    start: int = 0  # global step index of the first buffered step of this episode
+    offset: int = 0  # the episode's own index of that step (non-zero after a chunk was written)
+    chunk: int = 0
+    frames: list[np.ndarray] = field(default_factory=list)
+    frame_steps: list[int] = field(default_factory=list)
+
+
+class EpisodeRecorder(RuntimeHooks):
+    """A runtime hook that records the episodes of chosen lanes to a msgpack file.
+
+    Args:
+        record: the file path, or :class:`RecordingOptions` for lanes, strides, observations
+            and frames.
+        contract: the env's contract (spaces, ``num_envs``, autoreset mode), stored in the header.
+        env_id: the env id to store (defaults to ``contract.id``); :func:`replay_episode` makes
+            the env from it.
+        base_seed: the session's base seed, stored in the header.
+        render_frames: a callable returning one rendered frame (an ``(H, W, 3)`` uint8 array) per
+            lane, or ``None`` when the env does not render; required when frames are asked for.
+
+    The header is written (and flushed) on construction, so a bad path fails here. Pass the
+    recorder in a driver's hooks, and call :meth:`close` when the run is over.
+
+    Example:
+        >>> recorder = EpisodeRecorder("run.rec", env.contract, base_seed=0)  # doctest: +SKIP
+        >>> await RuntimeDriver(spec, env, model, hooks=[recorder]).run()    # doctest: +SKIP
+        >>> recorder.close()                                                 # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        record: str | os.PathLike[str] | RecordingOptions,
+        contract: env_pb2.EnvContract,
+        *,
+        env_id: str | None = None,
+        base_seed: int | None = None,
+        render_frames: Callable[[], Sequence[Any] | None] | None = None,
+    ) -> None:
+        options = record if isinstance(record, RecordingOptions) else RecordingOptions(record)
+        if not isinstance(contract, env_pb2.EnvContract):
+            raise TypeError(
+                f"EpisodeRecorder: contract must be an EnvContract, got {type(contract).__name__}"
+            )
+        num_envs = int(contract.num_envs)
+        if num_envs < 1:
+            raise ValueError(f"EpisodeRecorder: contract.num_envs must be at least 1, got {num_envs}")
+        lanes = tuple(range(num_envs)) if options.lanes is None else options.lanes
+        bad = [lane for lane in (*lanes, *options.frame_lanes) if lane >= num_envs]
+        if bad:
+            raise ValueError(
+                f"EpisodeRecorder: lanes {sorted(set(bad))} do not exist: the env has {num_envs} lane(s), "
+                f"0..{num_envs - 1}"
+            )
+        if options.frame_lanes and render_frames is None:
+            raise ValueError(
+                "EpisodeRecorder: frame_lanes were asked for but no render_frames callable was given; "
+                "make the env with render_mode='rgb_array' and pass its render_frames"
+            )
+        if render_frames is not None and not callable(render_frames):
+            raise TypeError(f"EpisodeRecorder: render_frames must be callable, got {render_frames!r}")
+        if base_seed is not None and (isinstance(base_seed, bool) or not isinstance(base_seed, int)):
+            raise TypeError(f"EpisodeRecorder: base_seed must be an int or None, got {base_seed!r}")
+
+        self.options = options
+        self.path = os.fspath(options.path)
+        self._num_envs = num_envs
+        self._lanes = lanes
+        self._frame_lanes = options.frame_lanes if render_frames is not None else ()
+        self._render_frames = render_frames
+        self._stride = options.step_stride
+        self._actions = LaneValues(contract.action_space, num_envs, "action")
+        self._observations = (
+            LaneValues(contract.observation_space, num_envs, "observation") if options.observations else None
+        )
+        self._packer = new_packer()
+        try:
+            self._file = open(self.path, "wb")  # noqa: SIM115 - stays open across hooks until close()
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot create recording file {self.path!r}: {exc.strerror}") from exc
+        self._closed = False
+        self._reset_session_state()
+        self._write(
+            {
+                "kind": "header",
+                "format": FORMAT_NAME,
+                "version": FORMAT_VERSION,
+                "writer": f"rlmesh-gym {__version__}",
+                "created_ns": time.time_ns(),
+                "env_id": contract.id if env_id is None else str(env_id),
+                "contract": contract.SerializeToString(deterministic=True),
+                "num_envs": num_envs,
+                "autoreset_mode": AUTORESET_NAMES.get(contract.autoreset_mode, str(contract.autoreset_mode)),
+                "base_seed": base_seed,
+                "options": options.to_dict(),
+            }
+        )
+        self._file.flush()
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def _reset_session_state(self) -> None:
+        self._state = [_Lane() for _ in range(self._num_envs)]
+        # One entry per completed step: (observation, action, rewards, terminated, truncated).
+        self._steps: list[tuple[bytes | None, bytes | None, Sequence[float], bytes, bytes]] = []
+        self._base = 0  # global step index of self._steps[0]
+        self._count = 0  # completed steps in this session
+        self._seen_ids: tuple[str, ...] = ()
+        self._obs: bytes | None = None
+        self._action: bytes | None = None
+        self._ended = False
+        self._actions.clear()
+        if self._observations is not None:
+            self._observations.clear()
+
+    # -- hooks (hot path first) ---------------------------------------------------------------
+
+    async def observation_emitted(self, event: Any) -> None:
+        self._obs = event.observation
+        ids = tuple(event.episode_ids)
+        if ids != self._seen_ids:
+            self._on_episode_ids(ids)
+        if self._frame_lanes:
+            self._maybe_render()
+
+    async def action_received(self, event: Any) -> None:
+        self._action = event.action
+
+    async def step_completed(self, event: Any) -> None:
+        response = event.response
+        terminated = response.terminated_mask if response is not None else b""
+        truncated = response.truncated_mask if response is not None else b""
+        # event.rewards is the driver's own copy; the masks are immutable bytes.
+        self._steps.append((self._obs, self._action, event.rewards, terminated, truncated))
+        step = self._count
+        self._count = step + 1
+        if terminated.count(0) != len(terminated) or truncated.count(0) != len(truncated):
+            for lane in self._lanes:
+                state = self._state[lane]
+                if state.active and (
+                    (lane < len(terminated) and terminated[lane])
+                    or (lane < len(truncated) and truncated[lane])
+                ):
+                    self._write_steps(lane, step, final=True)
+            self._trim()
+        if len(self._steps) >= _MAX_BUFFERED_STEPS:
+            self._write_chunks()
+
+    async def episode_completed(self, event: Any) -> None:
+        metadata = getattr(event, "metadata", None)
+        lane = metadata.env_index if metadata is not None else event.env_index
+        if lane not in self._lanes:
+            return
+        state = self._state[lane]
+        episode_id = metadata.episode_id if metadata is not None else event.episode_id
+        if state.active and state.episode_id == episode_id:
+            # The env reported the end without a done flag (for example empty masks).
+            self._write_steps(lane, self._count - 1, final=True)
+            self._trim()
+        record = EpisodeRecord.from_metadata(metadata) if metadata is not None else _record_from_event(event)
+        self._write({"kind": "episode", "lane": lane, "episode_id": episode_id, "record": record.to_dict()})
+        self._file.flush()
+
+    async def session_started(self, event: Any) -> None:
+        self._reset_session_state()
+        route = getattr(event, "route", None)
+        self._write(
+            {
+                "kind": "session",
+                "session_id": event.session_id,
+                "route_id": getattr(route, "route_id", ""),
+                "env_id": event.env_id,
+            }
+        )
+        self._file.flush()
+
+    async def session_ended(self, event: Any) -> None:
+        self._finish_session(
+            "ended", event.reason, total_steps=event.total_steps, total_episodes=event.total_episodes
+        )
+
+    async def session_failed(self, event: Any) -> None:
+        self._finish_session("failed", event.reason)
+
+    def close(self) -> None:
+        """Write whatever is still buffered, flush and close the file (safe to call twice)."""
+        if self._closed:
+            return
+        try:
+            if not self._ended:
+                self._finish_session("closed", "recorder closed before the session ended")
+        finally:
+            self._closed = True
+            self._file.close()
+
+    def __enter__(self) -> EpisodeRecorder:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+
+    def _on_episode_ids(self, ids: tuple[str, ...]) -> None:
+        self._seen_ids = ids
+        for lane in self._lanes:
+            episode_id = ids[lane] if lane < len(ids) else ""
+            state = self._state[lane]
+            if episode_id == state.episode_id:
+                continue
+            if state.active:
+                # Replaced without a done flag (e.g. an env-side reset): keep its steps, unfinished.
+                self._write_steps(lane, self._count - 1, final=True)
+            self._state[lane] = _Lane(episode_id=episode_id, active=bool(episode_id), start=self._count)
+        self._trim()
+
+    def _maybe_render(self) -> None:
+        wanted = [
+            lane
+            for lane in self._frame_lanes
+            if self._state[lane].active
+            and (self._count - self._state[lane].start + self._state[lane].offset) % self.options.frame_stride
+            == 0
+        ]
+        if not wanted:
+            return
+        frames = self._render_frames()  # type: ignore[misc]
+        if frames is None:
+            warnings.warn(
+                "EpisodeRecorder: the env rendered no frames (was it made with render_mode='rgb_array'?); "
+                "frame recording is switched off for this recording",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            self._frame_lanes = ()
+            return
+        for lane in wanted:
+            frame = frames[lane]
+            if frame is None:
+                continue
+            state = self._state[lane]
+            state.frames.append(np.asarray(frame))
+            state.frame_steps.append(self._count - state.start + state.offset)
+
+    def _write_steps(self, lane: int, last: int, *, final: bool) -> None:
+        """Write the lane's buffered steps up to global step ``last`` (inclusive)."""
+        state = self._state[lane]
+        first = state.start
+        stride = self._stride
+        skip = (-state.offset) % stride  # keep episode step indices that are multiples of the stride
+        selected = self._steps[first - self._base + skip : last - self._base + 1 : stride]
+        if selected or state.frames:
+            step_index = np.arange(len(selected), dtype=np.int64) * stride + (state.offset + skip)
+            global_first = first + skip
+            observations = None
+            if self._observations is not None and selected:
+                observations = self._observations.gather([s[0] for s in selected], global_first, stride, lane)
+            actions = (
+                self._actions.gather([s[1] for s in selected], global_first, stride, lane)
+                if selected
+                else None
+            )
+            rewards = np.array([s[2][lane] if len(s[2]) > lane else 0.0 for s in selected], dtype=np.float64)
+            terminated = np.array([_flag(s[3], lane) for s in selected], dtype=np.bool_)
+            truncated = np.array([_flag(s[4], lane) for s in selected], dtype=np.bool_)
+            self._write(
+                {
+                    "kind": "steps",
+                    "lane": lane,
+                    "episode_id": state.episode_id,
+                    "chunk": state.chunk,
+                    "steps": step_index,
+                    "observations": observations,
+                    "actions": actions,
+                    "rewards": rewards,
+                    "terminated": terminated,
+                    "truncated": truncated,
+                    "frames": np.stack(state.frames) if state.frames else None,
+                    "frame_steps": np.array(state.frame_steps, dtype=np.int64) if state.frames else None,
+                }
+            )
+        state.chunk += 1
+        state.frames = []
+        state.frame_steps = []
+        if final:
+            state.active = False
+        else:
+            state.offset += last + 1 - first
+            state.start = last + 1
+
+    def _write_chunks(self) -> None:
+        last = self._count - 1
+        for lane in self._lanes:
+            if self._state[lane].active:
+                self._write_steps(lane, last, final=False)
+        self._trim()
+
+    def _trim(self) -> None:
+        starts = [self._state[lane].start for lane in self._lanes if self._state[lane].active]
+        keep_from = min(starts) if starts else self._count
+        drop = keep_from - self._base
+        if drop > 0:
+            del self._steps[:drop]
+            self._base = keep_from
+            self._actions.forget_before(keep_from)
+            if self._observations is not None:
+                self._observations.forget_before(keep_from)
+
+    def _finish_session(self, status: str, reason: str, **totals: int) -> None:
+        if self._ended or self._closed:
+            return
+        self._ended = True
+        try:
+            last = self._count - 1
+            for lane in self._lanes:
+                if self._state[lane].active:
+                    self._write_steps(lane, last, final=True)
+            self._write({"kind": "end", "status": status, "reason": reason, **totals})
+        finally:
+            self._steps.clear()
+            self._file.flush()
+
+    def _write(self, record: dict[str, Any]) -> None:
+        self._file.write(self._packer.pack(record))
+
+
+def _flag(mask: bytes, lane: int) -> bool:
+    return lane < len(mask) and mask[lane] != 0
+
+
+def _record_from_event(event: Any) -> EpisodeRecord:
+    return EpisodeRecord(
+        lane=event.env_index,
+        episode_id=event.episode_id,
+        seed=None,
+        episode_return=event.cumulative_reward,
+        length=event.step_count,
+        terminated=event.terminated,
+        truncated=event.truncated,
+        duration_ms=event.duration_ms,
+    )
