@@ -95,7 +95,8 @@ def read_records(stream: BinaryIO, size: int) -> tuple[list[dict[str, Any]], int
             problem = f"damaged record at byte {good_offset}: {exc}"
             break
         if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
-            problem = f"the value at byte {good_offset} is a {type(record).__name__}, not a recording record"
+            got = type(record).__name__
+            problem = f"the value at byte {good_offset} is not a recording record (got {got})"
             break
         records.append(record)
         good_offset = unpacker.tell()

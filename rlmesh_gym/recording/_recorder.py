@@ -287,11 +287,16 @@ class EpisodeRecorder(RuntimeHooks):
         ]
         if not wanted:
             return
-        frames = self._render_frames()  # type: ignore[misc]
+        try:
+            frames = self._render_frames()  # type: ignore[misc]
+            problem = None if frames is not None else "the env rendered no frames"
+        except Exception as exc:  # noqa: BLE001 - any render failure only switches frames off
+            frames, problem = None, f"rendering failed: {exc}"
         if frames is None:
+            # Warn once and go on: a recording without frames beats a warning on every step.
             warnings.warn(
-                "EpisodeRecorder: the env rendered no frames (was it made with render_mode='rgb_array'?); "
-                "frame recording is switched off for this recording",
+                f"EpisodeRecorder: {problem} (was the env made with render_mode='rgb_array'?); "
+                "frame recording is switched off for the rest of this recording",
                 RuntimeWarning,
                 stacklevel=2,
             )

@@ -1,0 +1,123 @@
+"""``rlmesh-gym episodes FILE``: print a summary of an episode recording."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+from typing import Any
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``episodes`` subcommand."""
+    parser = subparsers.add_parser(
+        "episodes",
+        help="summarise an episode recording (written by eval --record)",
+        description=(
+            "Print what a recording holds: its header (env, lanes, autoreset mode, seed, options), "
+            "one row per episode, and aggregate returns and lengths."
+        ),
+    )
+    parser.add_argument("file", metavar="FILE", help="a recording written by 'rlmesh-gym eval --record FILE'")
+    parser.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        metavar="N",
+        help="list at most N episodes (default: all); the aggregate always covers every episode",
+    )
+    parser.set_defaults(func=run)
+
+
+def _error(message: str, code: int) -> int:
+    print(f"rlmesh-gym: error: {message}", file=sys.stderr)
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
+    """Carry out ``rlmesh-gym episodes``; return the exit code."""
+    from rlmesh_gym.recording import RecordingFormatError, RecordingWarning, load_recording
+
+    if args.limit is not None and args.limit < 0:
+        return _error(f"--limit must be at least 0, got {args.limit}", 2)
+    if not os.path.isfile(args.file):
+        return _error(f"no such recording file: {args.file}", 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RecordingWarning)
+        try:
+            recording = load_recording(args.file)
+        except RecordingFormatError as exc:
+            return _error(str(exc), 2)
+        except OSError as exc:
+            return _error(f"cannot read {args.file}: {exc.strerror or exc}", 2)
+    for warning in caught:
+        if issubclass(warning.category, RecordingWarning):
+            print(f"rlmesh-gym: warning: {warning.message}", file=sys.stderr)
+    print(_render(recording, args.limit))
+    return 0
+
+
+def _render(recording: Any, limit: int | None) -> str:
+    header = recording.header
+    options = header.options
+    lanes = ", ".join(map(str, header.lanes))
+    frame_lanes = options.get("frame_lanes") or []
+    lines = [
+        f"recording   {recording.path}" + ("  (partial: cut off or damaged)" if recording.partial else ""),
+        f"format      version {header.version}, written by {header.writer or 'unknown'}",
+        f"env         {header.env_id or '(no id)'}",
+        f"lanes       {header.num_envs} (recorded: {lanes})",
+        f"autoreset   {header.autoreset_mode}",
+        f"base seed   {header.base_seed}",
+        f"options     step_stride={options.get('step_stride')} observations={options.get('observations')} "
+        f"frame_lanes={list(frame_lanes)} frame_stride={options.get('frame_stride')}",
+    ]
+    for session in recording.sessions:
+        lines.append(f"session     {session.get('session_id')} route {session.get('route_id')}")
+    for end in recording.ends:
+        totals = ""
+        if "total_steps" in end:
+            totals = f" ({end['total_steps']} steps, {end['total_episodes']} episodes)"
+        lines.append(f"{end.get('status', 'end'):<11} {end.get('reason', '')}{totals}")
+    if not recording.ends:
+        lines.append("end         none recorded (the writer stopped before the session ended)")
+    lines.append("")
+    rows = [
+        ("#", "lane", "episode id", "seed", "return", "length", "term", "trunc", "steps", "frames"),
+    ]
+    shown = recording.episodes if limit is None else recording.episodes[:limit]
+    for index, episode in enumerate(shown):
+        record = episode.record
+        rows.append(
+            (
+                str(index),
+                str(episode.lane),
+                episode.episode_id,
+                "-" if episode.seed is None else str(episode.seed),
+                f"{episode.episode_return:g}",
+                str(episode.length),
+                "yes" if record.terminated else "no",
+                "yes" if record.truncated else "no",
+                str(len(episode.steps)),
+                str(0 if episode.frames is None else len(episode.frames)),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        lines.append("  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    hidden = len(recording.episodes) - len(shown)
+    if hidden > 0:
+        lines.append(f"... {hidden} more episode(s) (use --limit to show more)")
+    lines.append("")
+    stats = recording.summary()
+    lines.append(f"episodes    {stats['episodes']} complete, {stats['incomplete']} incomplete")
+    if stats["episodes"]:
+        lines.append(
+            f"return      mean {stats['return_mean']:.2f}  std {stats['return_std']:.2f}  "
+            f"min {stats['return_min']:g}  max {stats['return_max']:g}"
+        )
+        lines.append(f"length      mean {stats['length_mean']:.1f}")
+    return "\n".join(lines)
