@@ -1,0 +1,91 @@
+"""rlmesh's gRPC transport: serve our envs and policies to rlmesh peers, and drive theirs.
+
+Servers (grpc.aio, bind 127.0.0.1 by default, optional token, edition pin ``b3`` by default):
+
+* :class:`EnvServer`: any RuntimeEnv with a ``contract`` (``GymVectorEnv``) as an EnvService.
+* :class:`ModelServer`: any RuntimeModel (``TorchPolicy``) as a ModelService.
+
+Clients, usable wherever the driver takes a RuntimeEnv / RuntimeModel:
+
+* :class:`RemoteEnv`: ``await RemoteEnv.connect("HOST:PORT")``.
+* :class:`RemoteModel`: ``await RemoteModel.connect("HOST:PORT", contract=env.contract)``.
+
+This subpackage needs ``grpcio`` (the ``grpc`` extra); the rest of ``rlmesh_gym`` does not,
+so its modules are imported on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlmesh_gym.serve.env_client import RemoteEnv
+    from rlmesh_gym.serve.env_server import EnvServer
+    from rlmesh_gym.serve.errors import (
+        AuthenticationError,
+        HandshakeRejectedError,
+        PeerUnavailableError,
+        RemoteConnectionError,
+        RemoteEnvError,
+        RemoteModelError,
+        SessionBusyError,
+    )
+    from rlmesh_gym.serve.handshake import DEFAULT_EDITION_PIN, EDITION_PINS
+    from rlmesh_gym.serve.model_client import RemoteModel
+    from rlmesh_gym.serve.model_server import ModelServer
+
+__all__ = [
+    "DEFAULT_EDITION_PIN",
+    "EDITION_PINS",
+    "AuthenticationError",
+    "EnvServer",
+    "HandshakeRejectedError",
+    "ModelServer",
+    "PeerUnavailableError",
+    "RemoteConnectionError",
+    "RemoteEnv",
+    "RemoteEnvError",
+    "RemoteModel",
+    "RemoteModelError",
+    "SessionBusyError",
+]
+
+_HOMES = {
+    "RemoteEnv": "env_client",
+    "EnvServer": "env_server",
+    "RemoteModel": "model_client",
+    "ModelServer": "model_server",
+    "DEFAULT_EDITION_PIN": "handshake",
+    "EDITION_PINS": "handshake",
+    "AuthenticationError": "errors",
+    "HandshakeRejectedError": "errors",
+    "PeerUnavailableError": "errors",
+    "RemoteConnectionError": "errors",
+    "RemoteEnvError": "errors",
+    "RemoteModelError": "errors",
+    "SessionBusyError": "errors",
+}
+
+
+def _require_grpc() -> None:
+    try:
+        importlib.import_module("grpc")
+    except ImportError as error:
+        raise ImportError(
+            "rlmesh_gym.serve needs grpcio; install it with: pip install 'rlmesh-gym[grpc]'"
+        ) from error
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'rlmesh_gym.serve' has no attribute {name!r}")
+    _require_grpc()
+    value = getattr(importlib.import_module(f"rlmesh_gym.serve.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,51 @@
+"""Turning gRPC call failures into messages and connect errors that say what happened."""
+
+from __future__ import annotations
+
+import grpc
+
+from rlmesh_gym.serve.errors import (
+    AuthenticationError,
+    PeerUnavailableError,
+    RemoteConnectionError,
+    SessionBusyError,
+)
+
+__all__ = ["connect_error", "describe_rpc_error"]
+
+
+def describe_rpc_error(error: grpc.aio.AioRpcError, max_message_bytes: int) -> str:
+    """A one-line account of a failed call, with a hint for the usual causes."""
+    code = error.code()
+    details = error.details() or ""
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return f"transport error: connection closed ({details or 'the peer went away'})"
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return (
+            f"message too large: {details} (the limit is max_message_bytes={max_message_bytes} on this side; "
+            "both peers must allow the largest observation or action batch)"
+        )
+    if code == grpc.StatusCode.CANCELLED:
+        return f"the call was cancelled ({details or 'by the peer or locally'})"
+    return f"{code.name}: {details}" if code is not None else details
+
+
+def connect_error(address: str, error: grpc.aio.AioRpcError, role: str) -> RemoteConnectionError:
+    """The :class:`RemoteConnectionError` for a call that failed while connecting to a ``role`` server."""
+    code = error.code()
+    details = error.details() or ""
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return AuthenticationError(
+            address, f"{details or 'unauthenticated'}: the {role} server needs its token (pass token=...)"
+        )
+    if code == grpc.StatusCode.FAILED_PRECONDITION:
+        return SessionBusyError(address, details or f"the {role} server refused a new session")
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return PeerUnavailableError(address, f"no {role} server reachable: {details}")
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return RemoteConnectionError(
+            address, f"the server does not implement the rlmesh {role} service ({details})"
+        )
+    return RemoteConnectionError(
+        address, f"{role} server call failed with {code.name if code else '?'}: {details}"
+    )

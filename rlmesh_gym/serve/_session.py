@@ -1,0 +1,65 @@
+"""Ending a server-side ``Join`` session from outside its handler: idle timeout and server stop.
+
+A grpc.aio stream handler runs in its own task. :class:`SessionGuard` remembers that task, and
+:meth:`SessionGuard.interrupt` cancels it with a status code and a reason; the handler catches
+the cancellation and aborts the RPC with that status, so the client sees why its session ended.
+An optional watchdog interrupts a session whose client sent nothing for ``idle_timeout`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import grpc
+
+__all__ = ["SessionGuard"]
+
+
+class SessionGuard:
+    """The task of one Join handler, its idle watchdog, and why it was interrupted (if it was)."""
+
+    def __init__(self, role: str, idle_timeout: float | None) -> None:
+        self._task = asyncio.current_task()
+        self._role = role
+        self._idle_timeout = idle_timeout
+        self._waiting_since: float | None = None
+        self.interruption: tuple[grpc.StatusCode, str] | None = None
+        self._watchdog: asyncio.Task[None] | None = None
+        if idle_timeout is not None:
+            self._watchdog = asyncio.get_running_loop().create_task(self._watch(idle_timeout))
+
+    def waiting(self) -> None:
+        """The handler starts waiting for the client's next request."""
+        self._waiting_since = time.monotonic()
+
+    def busy(self) -> None:
+        """The handler got a request and works on it (idle time does not count)."""
+        self._waiting_since = None
+
+    def interrupt(self, code: grpc.StatusCode, reason: str) -> None:
+        """End the session: the handler aborts the RPC with ``code`` and ``reason``."""
+        if self.interruption is None and self._task is not None and not self._task.done():
+            self.interruption = (code, reason)
+            self._task.cancel()
+
+    def close(self) -> None:
+        """Stop the watchdog (the session is over)."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+
+    async def _watch(self, idle_timeout: float) -> None:
+        delay = idle_timeout
+        while True:
+            await asyncio.sleep(delay)
+            since = self._waiting_since
+            idle = 0.0 if since is None else time.monotonic() - since
+            if since is not None and idle >= idle_timeout:
+                self.interrupt(
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                    f"{self._role} session closed by the server: no request for {idle_timeout:g}s "
+                    "(idle timeout)",
+                )
+                return
+            delay = idle_timeout - idle

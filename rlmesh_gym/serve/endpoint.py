@@ -1,0 +1,127 @@
+"""Endpoint addresses and the gRPC channel and server options both sides use.
+
+Addresses are ``HOST:PORT`` (``tcp://HOST:PORT`` and ``[v6]:PORT`` are accepted too). Servers
+bind ``127.0.0.1`` unless told otherwise; binding any other host without a token is allowed
+but warned about, because anyone who can reach the port can then drive the env or model.
+
+Message sizes are capped deliberately, like upstream, at 256 MiB each way by default: large
+image batches pass, and an absurd message is refused by gRPC before it is buffered.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import warnings
+
+__all__ = [
+    "DEFAULT_BIND_HOST",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "InsecureBindWarning",
+    "channel_options",
+    "check_max_message_bytes",
+    "format_address",
+    "is_loopback",
+    "parse_address",
+    "server_options",
+    "warn_if_exposed",
+]
+
+DEFAULT_BIND_HOST = "127.0.0.1"
+DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+"""256 MiB, upstream's send and receive limit."""
+
+# gRPC stores the limits in a C int.
+_MAX_GRPC_LIMIT = 2**31 - 1
+
+
+class InsecureBindWarning(UserWarning):
+    """A server listens beyond the loopback interface without a token."""
+
+
+def parse_address(address: str, *, default_host: str | None = None) -> tuple[str, int]:
+    """Split ``HOST:PORT`` (or ``tcp://HOST:PORT``, ``[::1]:PORT``, or ``PORT`` with a default host).
+
+    >>> parse_address("127.0.0.1:5555"), parse_address("tcp://[::1]:0"), parse_address("7", default_host="h")
+    (('127.0.0.1', 5555), ('::1', 0), ('h', 7))
+    """
+    if not isinstance(address, str) or not address.strip():
+        raise ValueError(f"address must be a non-empty 'HOST:PORT' string, got {address!r}")
+    text = address.strip()
+    if text.startswith("tcp://"):
+        text = text[len("tcp://") :]
+    elif "://" in text:
+        raise ValueError(f"address {address!r}: only tcp addresses ('HOST:PORT') are supported")
+    if text.isdigit() and default_host is not None:
+        host, port_text = default_host, text
+    elif text.startswith("["):
+        host, sep, port_text = text[1:].partition("]:")
+        if not sep:
+            raise ValueError(f"address {address!r}: expected '[IPV6]:PORT'")
+    else:
+        host, sep, port_text = text.rpartition(":")
+        if not sep or not host or ":" in host:
+            raise ValueError(f"address {address!r}: expected 'HOST:PORT', for example '127.0.0.1:50051'")
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ValueError(f"address {address!r}: port must be an integer in 0..65535, got {port_text!r}")
+    return host, int(port_text)
+
+
+def format_address(host: str, port: int) -> str:
+    """``HOST:PORT``, bracketing IPv6 hosts."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def warn_if_exposed(host: str, token: str | None, role: str) -> str | None:
+    """Warn (and return the text) when a ``role`` server binds a non-loopback host with no token."""
+    if token is not None or is_loopback(host):
+        return None
+    message = (
+        f"{role} server binds {host}, which other machines can reach, and has no token: anyone who "
+        "can connect can drive it. Pass a token (--token) or bind 127.0.0.1."
+    )
+    warnings.warn(message, InsecureBindWarning, stacklevel=3)
+    return message
+
+
+def check_max_message_bytes(value: int) -> int:
+    """``value`` if it is a usable gRPC message size limit, else ValueError."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1024 <= value <= _MAX_GRPC_LIMIT:
+        raise ValueError(
+            f"max_message_bytes must be an int between 1024 and {_MAX_GRPC_LIMIT} (2 GiB - 1), got {value!r}"
+        )
+    return value
+
+
+def channel_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
+    """Options of a client channel: the message size limits each way."""
+    limit = check_max_message_bytes(max_message_bytes)
+    return [
+        ("grpc.max_send_message_length", limit),
+        ("grpc.max_receive_message_length", limit),
+        # A fresh subchannel per client, so one client's broken connection never affects another's.
+        ("grpc.use_local_subchannel_pool", 1),
+    ]
+
+
+def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
+    """Options of a server: message size limits, and keepalive pings that notice vanished peers."""
+    limit = check_max_message_bytes(max_message_bytes)
+    return [
+        ("grpc.max_send_message_length", limit),
+        ("grpc.max_receive_message_length", limit),
+        ("grpc.keepalive_time_ms", 60_000),
+        ("grpc.keepalive_timeout_ms", 20_000),
+        ("grpc.http2.max_pings_without_data", 0),
+        # Refuse a second server on the same port instead of silently sharing it.
+        ("grpc.so_reuseport", 0),
+    ]

@@ -1,0 +1,355 @@
+"""``RemoteEnv``: a :class:`~rlmesh_gym.runtime.RuntimeEnv` over any rlmesh EnvService.
+
+It lets the Python driver (and :func:`rlmesh_gym.evaluate`) drive an env served by
+``rlmesh.EnvServer``, ``rlmesh-gym serve-env`` or any other rlmesh env endpoint::
+
+    import asyncio
+    from rlmesh_gym.serve import RemoteEnv
+
+    async def main():
+        env = await RemoteEnv.connect("127.0.0.1:50051", token=None, edition_pin="b3")
+        print(env.contract.id, env.num_envs)
+        ...                                   # RuntimeDriver(spec, env, model).run()
+        await env.close(5.0)                  # sends Close, ends the stream, closes the channel
+
+    asyncio.run(main())
+
+``connect`` opens the channel, handshakes (the edition pin must match the server's) and opens
+the one ``Join`` stream right away, so a server that already has a client fails the connect
+with :class:`~rlmesh_gym.serve.errors.SessionBusyError`. Requests then go one at a time with
+ids ``rlmesh-gym-req-1``, ``-2``, ...; failures raise
+:class:`~rlmesh_gym.runtime.errors.EnvRpcError` (in-band server errors as its subclass
+:class:`~rlmesh_gym.serve.errors.RemoteEnvError`, with the server's recoverability). After a
+transport failure or a request timeout the session is broken and every later request fails
+at once with the same cause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+
+import grpc
+
+from rlmesh_gym.proto import env_pb2, env_pb2_grpc
+from rlmesh_gym.runtime.errors import EnvRpcError
+from rlmesh_gym.runtime.seams import RuntimeEnv, RuntimeEnvReset, RuntimeEnvStep
+from rlmesh_gym.serve._grpc_errors import connect_error, describe_rpc_error
+from rlmesh_gym.serve.auth import call_metadata, validate_token
+from rlmesh_gym.serve.endpoint import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    channel_options,
+    format_address,
+    parse_address,
+)
+from rlmesh_gym.serve.errors import (
+    HandshakeRejectedError,
+    PeerUnavailableError,
+    RemoteConnectionError,
+    RemoteEnvError,
+)
+from rlmesh_gym.serve.handshake import (
+    DEFAULT_EDITION_PIN,
+    check_handshake_response,
+    handshake_request,
+    resolve_edition_pin,
+)
+
+__all__ = ["RemoteEnv"]
+
+_EXPECTED_KIND = {"reset": "reset", "step": "step", "render": "render", "close": "close"}
+
+
+def _check_timeout(name: str, value: float | None, *, optional: bool) -> float | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        allowed = "a number of seconds > 0 or None" if optional else "a number of seconds > 0"
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+    return float(value)
+
+
+class RemoteEnv(RuntimeEnv):
+    """An rlmesh env endpoint as a RuntimeEnv; create it with :meth:`connect`.
+
+    Attributes:
+        address: The ``HOST:PORT`` connected to.
+        contract: The server's ``EnvContract`` (``num_envs`` at least 1).
+        handshake: The server's full ``HandshakeResponse``.
+        final_episodes: After :meth:`close`, the episodes the server ended (``CloseResponse``).
+    """
+
+    def __init__(
+        self,
+        *,
+        address: str,
+        channel: grpc.aio.Channel,
+        call: grpc.aio.StreamStreamCall,
+        stub: env_pb2_grpc.EnvServiceStub,
+        handshake: env_pb2.HandshakeResponse,
+        metadata: tuple[tuple[str, str], ...] | None,
+        request_timeout: float | None,
+        max_message_bytes: int,
+    ) -> None:
+        self.address = address
+        self.handshake = handshake
+        self.contract = env_pb2.EnvContract()
+        self.contract.CopyFrom(handshake.env_contract)
+        self.contract.num_envs = max(1, self.contract.num_envs)
+        self.final_episodes: list[env_pb2.EpisodeMetadata] = []
+        self._channel = channel
+        self._call = call
+        self._stub = stub
+        self._metadata = metadata
+        self._request_timeout = request_timeout
+        self._max_message_bytes = max_message_bytes
+        self._lock = asyncio.Lock()
+        self._counter = 0
+        self._steps = 0
+        self._broken: str | None = None
+        self._closed = False
+
+    @classmethod
+    async def connect(
+        cls,
+        address: str,
+        *,
+        token: str | None = None,
+        edition_pin: str = DEFAULT_EDITION_PIN,
+        connect_timeout: float = 10.0,
+        request_timeout: float | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> RemoteEnv:
+        """Connect to the env server at ``address`` (``HOST:PORT``), handshake and open the session.
+
+        Args:
+            token: Sent as ``authorization`` metadata on every RPC when the server needs one.
+            edition_pin: ``"b3"`` (default), ``"rc1"`` or a 64-hex SHA; must match the server's.
+            connect_timeout: Seconds to wait for the server, the handshake and the stream.
+            request_timeout: Seconds to wait for each reply (``None``: as long as it takes; the
+                driver's own limits still apply).
+            max_message_bytes: gRPC send and receive limit (256 MiB by default).
+
+        Raises:
+            PeerUnavailableError: nothing answered within ``connect_timeout``.
+            AuthenticationError: the server refused the token.
+            HandshakeRejectedError: protocol generation, edition or edition pin mismatch.
+            SessionBusyError: the server already has a client.
+        """
+        host, port = parse_address(address)
+        target = format_address(host, port)
+        metadata = call_metadata(validate_token(token))
+        edition_sha256 = resolve_edition_pin(edition_pin)
+        connect_timeout = _check_timeout("connect_timeout", connect_timeout, optional=False)
+        request_timeout = _check_timeout("request_timeout", request_timeout, optional=True)
+        channel = grpc.aio.insecure_channel(target, options=channel_options(max_message_bytes))
+        call: grpc.aio.StreamStreamCall | None = None
+        try:
+            try:
+                await asyncio.wait_for(channel.channel_ready(), connect_timeout)
+            except asyncio.TimeoutError:
+                raise PeerUnavailableError(
+                    target, f"no server answered within {connect_timeout:g}s (is the env server running?)"
+                ) from None
+            stub = env_pb2_grpc.EnvServiceStub(channel)
+            try:
+                handshake = await stub.Handshake(
+                    handshake_request("env", edition_sha256), timeout=connect_timeout, metadata=metadata
+                )
+            except grpc.aio.AioRpcError as error:
+                raise connect_error(target, error, "env") from error
+            problem = check_handshake_response(handshake, edition_sha256)
+            if problem is not None:
+                raise HandshakeRejectedError(target, problem)
+            call = stub.Join(metadata=metadata)
+            try:
+                await asyncio.wait_for(call.initial_metadata(), connect_timeout)
+            except asyncio.TimeoutError:
+                raise PeerUnavailableError(
+                    target, f"the env server did not open the Join stream within {connect_timeout:g}s"
+                ) from None
+            if call.done():
+                # The server refused the stream outright (another client holds the session, ...).
+                try:
+                    await call.read()
+                except grpc.aio.AioRpcError as error:
+                    raise connect_error(target, error, "env") from error
+                raise RemoteConnectionError(target, "the env server ended the Join stream at once")
+        except BaseException:
+            if call is not None:
+                call.cancel()
+            await channel.close()
+            raise
+        return cls(
+            address=target,
+            channel=channel,
+            call=call,
+            stub=stub,
+            handshake=handshake,
+            metadata=metadata,
+            request_timeout=request_timeout,
+            max_message_bytes=max_message_bytes,
+        )
+
+    @property
+    def num_envs(self) -> int:
+        """The number of lanes the server steps together."""
+        return self.contract.num_envs
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "broken" if self._broken else "open"
+        return f"RemoteEnv({self.address}, {self.contract.id}, num_envs={self.num_envs}, {state})"
+
+    # -- RuntimeEnv ------------------------------------------------------------------------------
+
+    async def reset(self, request: env_pb2.ResetRequest) -> RuntimeEnvReset:
+        """Send ``request`` as a Join ``reset`` and return the server's ``ResetResponse``."""
+        response = await self._request("env.reset", self._steps, env_pb2.JoinRequest(reset=request))
+        return RuntimeEnvReset(response.reset, response.telemetry if response.HasField("telemetry") else None)
+
+    async def step(self, request: env_pb2.StepRequest) -> RuntimeEnvStep:
+        """Send ``request`` as a Join ``step`` and return the server's ``StepResponse``."""
+        response = await self._request("env.step", self._steps + 1, env_pb2.JoinRequest(step=request))
+        self._steps += 1
+        return RuntimeEnvStep(response.step, response.telemetry if response.HasField("telemetry") else None)
+
+    async def render(self, lane: int = 0, *, timeout_ms: int = 0) -> bytes | None:
+        """The PNG frame of ``lane``, or ``None`` when the env gave none."""
+        if isinstance(lane, bool) or not isinstance(lane, int) or not 0 <= lane < self.num_envs:
+            raise ValueError(f"lane must be an int in 0..{self.num_envs - 1}, got {lane!r}")
+        mask = bytes(1 if i == lane else 0 for i in range(self.num_envs))
+        request = env_pb2.JoinRequest(render=env_pb2.RenderRequest(mask=mask, timeout_ms=timeout_ms))
+        response = await self._request("env.render", self._steps, request)
+        return response.render.png_frame if response.render.HasField("png_frame") else None
+
+    async def close(self, timeout: float = 5.0, reason: str = "client closed the session") -> None:
+        """Send ``Close``, keep the server's ``final_episodes``, end the stream and close the channel.
+
+        Idempotent. Raises :class:`EnvRpcError` when the server could not be told (the channel is
+        closed either way).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._broken is None:
+                request = env_pb2.JoinRequest(close=env_pb2.CloseRequest(reason=reason))
+                response = await asyncio.wait_for(self._exchange("env.close", self._steps, request), timeout)
+                self.final_episodes = list(response.close.final_episodes)
+                await asyncio.wait_for(self._finish_stream(), timeout)
+        except asyncio.TimeoutError:
+            raise EnvRpcError(
+                "env.close", self._steps, f"the env server did not answer Close within {timeout:g}s"
+            ) from None
+        finally:
+            self._call.cancel()
+            await self._channel.close()
+
+    async def shutdown(self, reason: str = "owner shutdown", timeout: float = 5.0) -> bool:
+        """Ask the server to stop (it must allow remote shutdown); return whether it accepted."""
+        try:
+            response = await self._stub.Shutdown(
+                env_pb2.ShutdownRequest(reason=reason), timeout=timeout, metadata=self._metadata
+            )
+        except grpc.aio.AioRpcError as error:
+            raise EnvRpcError(
+                "env.shutdown", self._steps, describe_rpc_error(error, self._max_message_bytes)
+            ) from error
+        return response.accepted
+
+    async def __aenter__(self) -> RemoteEnv:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- the Join stream ---------------------------------------------------------------------------
+
+    async def _request(self, operation: str, step: int, request: env_pb2.JoinRequest) -> env_pb2.JoinResponse:
+        if self._closed:
+            raise EnvRpcError(operation, step, f"the session with {self.address} is closed")
+        if self._request_timeout is None:
+            response = await self._exchange(operation, step, request)
+        else:
+            try:
+                response = await asyncio.wait_for(
+                    self._exchange(operation, step, request), self._request_timeout
+                )
+            except asyncio.TimeoutError:
+                # Cancelling the read cancelled the stream: the session cannot be resumed.
+                self._broken = (
+                    f"no reply from {self.address} within request_timeout={self._request_timeout:g}s"
+                )
+                raise EnvRpcError(operation, step, self._broken) from None
+        if response.WhichOneof("kind") == "error":
+            error = response.error
+            raise RemoteEnvError(
+                operation,
+                step,
+                error.code,
+                _code_name(error.code),
+                error.message,
+                error.is_recoverable,
+            )
+        return response
+
+    async def _exchange(
+        self, operation: str, step: int, request: env_pb2.JoinRequest
+    ) -> env_pb2.JoinResponse:
+        if self._broken is not None:
+            raise EnvRpcError(operation, step, f"session unusable after an earlier failure: {self._broken}")
+        kind = request.WhichOneof("kind")
+        async with self._lock:
+            self._counter += 1
+            request_id = f"rlmesh-gym-req-{self._counter}"
+            request.request_id = request_id
+            try:
+                await self._call.write(request)
+                while True:
+                    response = await self._call.read()
+                    if response is grpc.aio.EOF:
+                        self._broken = "transport error: connection closed (the env server ended the stream)"
+                        raise EnvRpcError(operation, step, self._broken)
+                    if response.request_id == request_id:
+                        break
+                    # A reply to some earlier request: upstream clients skip those too.
+            except grpc.aio.AioRpcError as error:
+                self._broken = describe_rpc_error(error, self._max_message_bytes)
+                raise EnvRpcError(operation, step, self._broken) from error
+            except (grpc.aio.UsageError, asyncio.InvalidStateError) as error:
+                self._broken = f"transport error: connection closed ({error})"
+                raise EnvRpcError(operation, step, self._broken) from error
+        answered = response.WhichOneof("kind")
+        if answered not in (_EXPECTED_KIND[kind], "error"):
+            raise EnvRpcError(
+                operation, step, f"protocol error: the env server answered a {kind} request with {answered!r}"
+            )
+        return response
+
+    async def _finish_stream(self) -> None:
+        try:
+            await self._call.done_writing()
+            while await self._call.read() is not grpc.aio.EOF:
+                pass
+        except grpc.aio.AioRpcError as error:
+            if error.code() != grpc.StatusCode.OK:
+                raise EnvRpcError(
+                    "env.close", self._steps, describe_rpc_error(error, self._max_message_bytes)
+                ) from error
+
+
+def _code_name(code: int) -> str:
+    try:
+        return env_pb2.EnvErrorCode.Name(code).removeprefix("ENV_ERROR_CODE_")
+    except ValueError:
+        return f"code {code}"

@@ -1,0 +1,373 @@
+"""Serve any :class:`~rlmesh_gym.runtime.RuntimeEnv` with a ``contract`` as an rlmesh EnvService.
+
+rlmesh's own runtime (``rlmesh.PyModel.run_local``), its env clients and our
+:class:`~rlmesh_gym.serve.env_client.RemoteEnv` can then drive the env over gRPC::
+
+    import asyncio
+    from rlmesh_gym.envs import GymVectorEnv
+    from rlmesh_gym.serve import EnvServer
+
+    async def main():
+        env = GymVectorEnv.make("CartPole-v1", num_envs=8)
+        async with EnvServer(env, address="127.0.0.1:50051") as server:
+            await server.wait_closed()          # until stop() or an allowed remote Shutdown
+
+    asyncio.run(main())
+
+Session rules (wire.md §6.2-6.4): one ``Join`` stream at a time (a second one fails with
+FAILED_PRECONDITION); requests are handled in arrival order with exactly one response each,
+echoing ``request_id``; errors travel in-band as ``EnvError`` and the stream stays open; a
+``Close`` ends every running episode as truncated (``final_episodes``) and completes the
+stream. When a stream ends without ``Close`` (the client vanished) or is ended by the server
+(idle timeout, server stop), running episodes are ended the same way and discarded, so the
+next client starts clean. The env itself stays open between sessions; closing it is the
+owner's job.
+
+Error codes: a recoverable :class:`~rlmesh_gym.runtime.errors.EnvRpcError` from the env (a bad
+action, bad seeds or lane indices) is ``INVALID_ACTION``; a
+:class:`~rlmesh_gym.runtime.errors.OperationTimeoutError`, or a request that ran past its
+``timeout_ms``, is ``TIMEOUT``; every other failure (the env raised, an empty request, a reply
+too large to send) is ``INTERNAL``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import AsyncIterator
+
+import grpc
+
+from rlmesh_gym import __version__
+from rlmesh_gym.proto import env_pb2, env_pb2_grpc
+from rlmesh_gym.runtime.errors import EnvRpcError, OperationTimeoutError
+from rlmesh_gym.runtime.seams import RuntimeEnv
+from rlmesh_gym.serve._lifecycle import ServerLifecycle
+from rlmesh_gym.serve._session import SessionGuard
+from rlmesh_gym.serve._telemetry import endpoint_telemetry
+from rlmesh_gym.serve.endpoint import DEFAULT_MAX_MESSAGE_BYTES
+from rlmesh_gym.serve.handshake import (
+    DEFAULT_EDITION_PIN,
+    EDITION_STATUS,
+    ENV_CAPABILITIES,
+    PROTOCOL_GENERATION,
+    SUPPORTED_WORKFLOW_EDITIONS,
+    evaluate_handshake,
+)
+from rlmesh_gym.serve.png import encode_png, frame_to_hwc
+
+__all__ = ["SESSION_BUSY_MESSAGE", "EnvServer"]
+
+logger = logging.getLogger("rlmesh_gym.serve")
+
+SESSION_BUSY_MESSAGE = (
+    "environment already has an active Join session; only one client may be connected at a time"
+)
+"""Upstream's FAILED_PRECONDITION text for a second concurrent ``Join``."""
+
+_INVALID_ACTION = env_pb2.ENV_ERROR_CODE_INVALID_ACTION
+_INTERNAL = env_pb2.ENV_ERROR_CODE_INTERNAL
+_TIMEOUT = env_pb2.ENV_ERROR_CODE_TIMEOUT
+# Upstream's recoverability rule: only these codes are recoverable.
+_RECOVERABLE_CODES = frozenset(
+    (_TIMEOUT, _INVALID_ACTION, env_pb2.ENV_ERROR_CODE_NOT_READY, env_pb2.ENV_ERROR_CODE_BUSY)
+)
+
+
+class _RequestFailed(Exception):
+    """One request's in-band ``EnvError``."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class EnvServer(ServerLifecycle):
+    """An rlmesh EnvService endpoint for one env, one client session at a time.
+
+    Args:
+        env: The env to serve: a :class:`~rlmesh_gym.runtime.RuntimeEnv` with a ``contract``
+            (``EnvContract``), such as :class:`~rlmesh_gym.envs.GymVectorEnv`. Optional extras
+            it may have: ``drain_episodes()`` (the running episodes, ended as truncated, for
+            ``Close``) and ``render_frames()`` (one frame per lane, for ``Render``).
+        address: ``HOST:PORT`` to bind; port 0 picks a free port (see :attr:`address`).
+            Binding anything but loopback without a token warns (:attr:`exposure_warning`).
+        token: If set, every RPC must carry it as ``authorization`` metadata.
+        edition_pin: ``"b3"`` (rlmesh 0.1.0b3, default), ``"rc1"`` or a 64-hex SHA-256 that
+            clients must offer (wire.md §6.1).
+        allow_remote_shutdown: Whether a ``Shutdown`` RPC may stop the server.
+        idle_timeout: End a session whose client sent nothing for this many seconds (``None``:
+            never), freeing the one session slot for the next client.
+        max_message_bytes: gRPC send and receive limit (256 MiB by default, as upstream).
+    """
+
+    _role = "env"
+    _noun = "environment"
+
+    def __init__(
+        self,
+        env: RuntimeEnv,
+        *,
+        address: str = "127.0.0.1:0",
+        token: str | None = None,
+        edition_pin: str = DEFAULT_EDITION_PIN,
+        allow_remote_shutdown: bool = False,
+        idle_timeout: float | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        contract = getattr(env, "contract", None)
+        if not isinstance(contract, env_pb2.EnvContract):
+            raise TypeError(
+                f"EnvServer needs an env with a .contract (EnvContract), such as GymVectorEnv; "
+                f"got {type(env).__name__} whose contract is {type(contract).__name__}"
+            )
+        for method in ("reset", "step"):
+            if not callable(getattr(env, method, None)):
+                raise TypeError(
+                    f"EnvServer needs a RuntimeEnv; {type(env).__name__} has no {method}() method"
+                )
+        if idle_timeout is not None and not idle_timeout > 0:
+            raise ValueError(f"idle_timeout must be > 0 seconds or None, got {idle_timeout!r}")
+        super().__init__(
+            address=address,
+            token=token,
+            edition_pin=edition_pin,
+            allow_remote_shutdown=allow_remote_shutdown,
+            max_message_bytes=max_message_bytes,
+        )
+        self._env = env
+        self._contract = env_pb2.EnvContract()
+        self._contract.CopyFrom(contract)
+        self._num_envs = max(1, int(getattr(env, "num_envs", contract.num_envs) or 1))
+        self._contract.num_envs = self._num_envs
+        self._idle_timeout = idle_timeout
+        self._session: SessionGuard | None = None
+        self._sessions_served = 0
+
+    @property
+    def env(self) -> RuntimeEnv:
+        """The env being served."""
+        return self._env
+
+    @property
+    def contract(self) -> env_pb2.EnvContract:
+        """The contract sent in every compatible handshake (``num_envs`` set from the env)."""
+        return self._contract
+
+    @property
+    def session_active(self) -> bool:
+        """Whether a client currently holds the one ``Join`` session."""
+        return self._session is not None
+
+    @property
+    def sessions_served(self) -> int:
+        """How many ``Join`` sessions have ended so far (closed, abandoned or interrupted)."""
+        return self._sessions_served
+
+    def _register(self, server: grpc.aio.Server) -> None:
+        env_pb2_grpc.add_EnvServiceServicer_to_server(_EnvServicer(self), server)
+
+    async def _on_stop(self) -> None:
+        if self._session is not None:
+            self._session.interrupt(grpc.StatusCode.UNAVAILABLE, "env server is shutting down")
+
+    # -- RPCs ----------------------------------------------------------------------------------
+
+    async def _handshake_rpc(
+        self, request: env_pb2.HandshakeRequest, context: grpc.aio.ServicerContext
+    ) -> env_pb2.HandshakeResponse:
+        return self._handshake(request)
+
+    def _handshake(self, request: env_pb2.HandshakeRequest) -> env_pb2.HandshakeResponse:
+        verdict = evaluate_handshake(request, self._edition_sha256, __version__)
+        response = env_pb2.HandshakeResponse(
+            compatible=verdict.compatible,
+            server_protocol_generation=PROTOCOL_GENERATION,
+            min_supported_protocol_generation=PROTOCOL_GENERATION,
+            error_message=verdict.error_message,
+            capabilities=ENV_CAPABILITIES,
+            supported_workflow_editions=list(SUPPORTED_WORKFLOW_EDITIONS),
+            server_version=__version__,
+        )
+        if verdict.compatible:
+            response.env_contract.CopyFrom(self._contract)
+            response.selected_workflow_edition = verdict.selected_edition
+            response.selected_edition_spec_sha256 = self._edition_sha256
+            response.selected_edition_status = EDITION_STATUS
+        else:
+            logger.warning(
+                "env server refused a handshake from %s %s: %s",
+                request.client_name,
+                request.client_version,
+                verdict.error_message,
+            )
+        return response
+
+    async def _join(
+        self, requests: AsyncIterator[env_pb2.JoinRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[env_pb2.JoinResponse]:
+        if self._session is not None:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, SESSION_BUSY_MESSAGE)
+        guard = SessionGuard("env", self._idle_timeout)
+        self._session = guard
+        closed = False
+        peer = context.peer()
+        logger.info("env session opened by %s", peer)
+        try:
+            # tonic clients wait for the response headers before sending anything.
+            await context.send_initial_metadata(())
+            while True:
+                guard.waiting()
+                try:
+                    request = await anext(requests)
+                except StopAsyncIteration:
+                    break
+                guard.busy()
+                response = await self._handle(request)
+                if response.WhichOneof("kind") == "close":
+                    closed = True
+                yield response
+                if closed:
+                    return
+        except asyncio.CancelledError:
+            if guard.interruption is None:
+                raise
+            code, reason = guard.interruption
+            logger.info("env session of %s interrupted: %s", peer, reason)
+            await context.abort(code, reason)
+        finally:
+            guard.close()
+            if not closed:
+                dropped = self._drain()
+                if dropped:
+                    logger.info(
+                        "env session of %s ended without Close; %d episode(s) discarded", peer, len(dropped)
+                    )
+            self._session = None
+            self._sessions_served += 1
+
+    async def _handle(self, request: env_pb2.JoinRequest) -> env_pb2.JoinResponse:
+        started = time.perf_counter_ns()
+        kind = request.WhichOneof("kind")
+        response = env_pb2.JoinResponse(request_id=request.request_id)
+        operation = f"env.{kind}" if kind is not None else "env.unknown"
+        try:
+            if kind == "step":
+                await self._step(request.step, response)
+            elif kind == "reset":
+                await self._reset(request.reset, response)
+            elif kind == "render":
+                await self._render(request.render, response)
+            elif kind == "close":
+                response.close.final_episodes.extend(self._drain())
+            else:
+                raise _RequestFailed(_INTERNAL, "empty request")
+            self._check_size(response, operation)
+        except _RequestFailed as failure:
+            response.error.code = failure.code
+            response.error.message = failure.message
+            response.error.is_recoverable = failure.code in _RECOVERABLE_CODES
+            logger.debug("env %s request %r failed: %s", operation, request.request_id, failure.message)
+        response.telemetry.CopyFrom(endpoint_telemetry(operation, started))
+        return response
+
+    async def _reset(self, request: env_pb2.ResetRequest, response: env_pb2.JoinResponse) -> None:
+        started = time.monotonic()
+        try:
+            result = await self._env.reset(request)
+        except Exception as error:
+            raise _failure("reset", error) from error
+        _check_deadline("env.reset", request.timeout_ms, started)
+        response.reset.CopyFrom(result.response)
+
+    async def _step(self, request: env_pb2.StepRequest, response: env_pb2.JoinResponse) -> None:
+        started = time.monotonic()
+        try:
+            result = await self._env.step(request)
+        except Exception as error:
+            raise _failure("step", error) from error
+        _check_deadline("env.step", request.timeout_ms, started)
+        response.step.CopyFrom(result.response)
+
+    async def _render(self, request: env_pb2.RenderRequest, response: env_pb2.JoinResponse) -> None:
+        selected = [lane for lane, flag in enumerate(request.mask) if flag]
+        if len(selected) > 1:
+            raise _RequestFailed(
+                _INVALID_ACTION, f"render mask selects lanes {selected}; at most one lane may be selected"
+            )
+        lane = selected[0] if selected else 0
+        if lane >= self._num_envs:
+            raise _RequestFailed(
+                _INVALID_ACTION,
+                f"render mask selects lane {lane}, but the env has lanes 0..{self._num_envs - 1}",
+            )
+        render_frames = getattr(self._env, "render_frames", None)
+        response.render.SetInParent()
+        if render_frames is None or self._contract.render_mode != "rgb_array":
+            return  # this env does not render frames: no png_frame, as upstream
+        started = time.monotonic()
+        try:
+            frames = render_frames()
+            if inspect.isawaitable(frames):
+                frames = await frames
+            frame = None if frames is None else frames[lane]
+            image = None if frame is None else frame_to_hwc(frame)
+            if image is not None:
+                response.render.png_frame = encode_png(image)
+        except Exception as error:
+            raise _RequestFailed(_INTERNAL, f"render failed: {type(error).__name__}: {error}") from error
+        _check_deadline("env.render", request.timeout_ms, started)
+
+    def _drain(self) -> list[env_pb2.EpisodeMetadata]:
+        drain = getattr(self._env, "drain_episodes", None)
+        if drain is None:
+            return []
+        try:
+            return list(drain())
+        except Exception:
+            logger.exception("env server: ending the running episodes failed")
+            return []
+
+    def _check_size(self, response: env_pb2.JoinResponse, operation: str) -> None:
+        size = response.ByteSize()
+        if size > self._max_message_bytes:
+            raise _RequestFailed(
+                _INTERNAL,
+                f"{operation} reply of {size} bytes exceeds the server's max message size of "
+                f"{self._max_message_bytes} bytes; serve with a larger max_message_bytes (--max-message-mb) "
+                "and give the client the same limit",
+            )
+
+    async def _shutdown_rpc(
+        self, request: env_pb2.ShutdownRequest, context: grpc.aio.ServicerContext
+    ) -> env_pb2.ShutdownResponse:
+        accepted, message = self._answer_shutdown(request.reason)
+        return env_pb2.ShutdownResponse(accepted=accepted, message=message)
+
+
+def _failure(verb: str, error: Exception) -> _RequestFailed:
+    if isinstance(error, OperationTimeoutError):
+        return _RequestFailed(_TIMEOUT, str(error))
+    if isinstance(error, EnvRpcError):
+        if error.recoverable:
+            return _RequestFailed(_INVALID_ACTION, error.message)
+        return _RequestFailed(_INTERNAL, f"{verb} failed: {error.message}")
+    return _RequestFailed(_INTERNAL, f"{verb} failed: {type(error).__name__}: {error}")
+
+
+def _check_deadline(operation: str, timeout_ms: int, started: float) -> None:
+    # The env cannot be interrupted; as upstream, a late reply is replaced by TIMEOUT.
+    if timeout_ms > 0 and (time.monotonic() - started) * 1000.0 > timeout_ms:
+        raise _RequestFailed(_TIMEOUT, f"{operation} timed out after {timeout_ms}ms")
+
+
+class _EnvServicer:
+    """The EnvService handlers, bound to the server (grpc.aio inspects them: Join is an async generator)."""
+
+    def __init__(self, server: EnvServer) -> None:
+        self.Handshake = server._handshake_rpc
+        self.Join = server._join
+        self.Shutdown = server._shutdown_rpc

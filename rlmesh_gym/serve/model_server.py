@@ -1,0 +1,411 @@
+"""Serve any :class:`~rlmesh_gym.runtime.RuntimeModel` as an rlmesh ModelService.
+
+rlmesh's runtime (and our :class:`~rlmesh_gym.serve.model_client.RemoteModel`) can then ask it
+for actions over gRPC::
+
+    import asyncio
+    from rlmesh_gym.policies import TorchPolicy
+    from rlmesh_gym.serve import ModelServer
+
+    async def main():
+        policy = TorchPolicy.load("policy.pt", contract)
+        async with ModelServer(policy, address="127.0.0.1:50052") as server:
+            await server.wait_closed()
+
+    asyncio.run(main())
+
+Session rules (wire.md §6.5): each ``Join`` stream configures routes (``ConfigureRoute``
+stores the route's ``EnvContract``; a model with a ``bind(contract)`` method is bound to it),
+asks for actions (``Predict``), and ends routes (``CloseRoute``) or everything (``Close``).
+Several streams may be open at once; the model sees one call at a time (the RuntimeModel
+contract), and requests of one stream are answered in arrival order, each with its
+``request_id``. A route's contract fixes the spaces: while a route is open, a ``bind``-able
+model refuses another route with different spaces.
+
+Errors: malformed ``ConfigureRoute``/``CloseRoute`` requests, an empty request and a failing
+``close_route`` are ``INVALID_REQUEST``; a ``Predict`` for a route that was never configured
+is ``NOT_CONFIGURED`` (rlmesh 0.1.0b3 says ``INTERNAL``; the edition document and this
+package say ``NOT_CONFIGURED``); a malformed ``Predict`` context and every model failure are
+``INTERNAL`` (recoverable as the model's error says).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from itertools import count
+
+import grpc
+
+from rlmesh_gym import __version__
+from rlmesh_gym.proto import env_pb2, model_pb2, model_pb2_grpc
+from rlmesh_gym.runtime.errors import RuntimeDriverError
+from rlmesh_gym.runtime.seams import RuntimeModel
+from rlmesh_gym.serve._lifecycle import ServerLifecycle
+from rlmesh_gym.serve._session import SessionGuard
+from rlmesh_gym.serve._telemetry import endpoint_telemetry
+from rlmesh_gym.serve.endpoint import DEFAULT_MAX_MESSAGE_BYTES
+from rlmesh_gym.serve.handshake import (
+    DEFAULT_EDITION_PIN,
+    EDITION_STATUS,
+    MODEL_CAPABILITIES,
+    PROTOCOL_GENERATION,
+    SUPPORTED_WORKFLOW_EDITIONS,
+    evaluate_handshake,
+)
+
+__all__ = ["ModelServer"]
+
+logger = logging.getLogger("rlmesh_gym.serve")
+
+_INVALID_REQUEST = model_pb2.MODEL_ERROR_CODE_INVALID_REQUEST
+_NOT_CONFIGURED = model_pb2.MODEL_ERROR_CODE_NOT_CONFIGURED
+_INTERNAL = model_pb2.MODEL_ERROR_CODE_INTERNAL
+
+RouteKey = tuple[str, str]
+
+
+class _RequestFailed(Exception):
+    """One request's in-band ``ModelError``."""
+
+    def __init__(self, code: int, message: str, recoverable: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.recoverable = recoverable
+
+
+class ModelServer(ServerLifecycle):
+    """An rlmesh ModelService endpoint for one model.
+
+    Args:
+        model: The :class:`~rlmesh_gym.runtime.RuntimeModel` to serve (such as
+            :class:`~rlmesh_gym.policies.TorchPolicy`). If it has ``bind(contract)``, each
+            ``ConfigureRoute`` binds it to the route's ``EnvContract``.
+        address: ``HOST:PORT`` to bind; port 0 picks a free port (see :attr:`address`).
+        token: If set, every RPC must carry it as ``authorization`` metadata.
+        edition_pin: ``"b3"`` (default), ``"rc1"`` or a 64-hex SHA-256 clients must offer.
+        allow_remote_shutdown: Whether a ``Shutdown`` RPC may stop the server.
+        idle_timeout: End a stream whose client sent nothing for this many seconds (``None``:
+            never); its routes are closed.
+        close_timeout: Seconds given to the model's ``close_route`` for each route.
+        max_message_bytes: gRPC send and receive limit (256 MiB by default, as upstream).
+    """
+
+    _role = "model"
+    _noun = "model"
+
+    def __init__(
+        self,
+        model: RuntimeModel,
+        *,
+        address: str = "127.0.0.1:0",
+        token: str | None = None,
+        edition_pin: str = DEFAULT_EDITION_PIN,
+        allow_remote_shutdown: bool = False,
+        idle_timeout: float | None = None,
+        close_timeout: float = 5.0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        if not callable(getattr(model, "predict", None)):
+            raise TypeError(
+                f"ModelServer needs a RuntimeModel; {type(model).__name__} has no predict() method"
+            )
+        if idle_timeout is not None and not idle_timeout > 0:
+            raise ValueError(f"idle_timeout must be > 0 seconds or None, got {idle_timeout!r}")
+        if not close_timeout > 0:
+            raise ValueError(f"close_timeout must be > 0 seconds, got {close_timeout!r}")
+        super().__init__(
+            address=address,
+            token=token,
+            edition_pin=edition_pin,
+            allow_remote_shutdown=allow_remote_shutdown,
+            max_message_bytes=max_message_bytes,
+        )
+        self._model = model
+        self._idle_timeout = idle_timeout
+        self._close_timeout = float(close_timeout)
+        self._model_lock = asyncio.Lock()
+        # Every open route: its contract and the stream that configured it.
+        self._routes: dict[RouteKey, tuple[env_pb2.EnvContract, int]] = {}
+        self._bound_spaces: bytes | None = None
+        self._sessions: dict[int, SessionGuard] = {}
+        self._stream_ids = count(1)
+
+    @property
+    def model(self) -> RuntimeModel:
+        """The model being served."""
+        return self._model
+
+    @property
+    def routes(self) -> list[RouteKey]:
+        """The ``(session_id, route_id)`` of every configured route."""
+        return list(self._routes)
+
+    def _register(self, server: grpc.aio.Server) -> None:
+        model_pb2_grpc.add_ModelServiceServicer_to_server(_ModelServicer(self), server)
+
+    async def _on_stop(self) -> None:
+        for guard in list(self._sessions.values()):
+            guard.interrupt(grpc.StatusCode.UNAVAILABLE, "model server is shutting down")
+
+    # -- RPCs ----------------------------------------------------------------------------------
+
+    async def _handshake_rpc(
+        self, request: model_pb2.HandshakeRequest, context: grpc.aio.ServicerContext
+    ) -> model_pb2.HandshakeResponse:
+        verdict = evaluate_handshake(request, self._edition_sha256, __version__)
+        response = model_pb2.HandshakeResponse(
+            compatible=verdict.compatible,
+            server_protocol_generation=PROTOCOL_GENERATION,
+            min_supported_protocol_generation=PROTOCOL_GENERATION,
+            error_message=verdict.error_message,
+            capabilities=MODEL_CAPABILITIES,
+            supported_workflow_editions=list(SUPPORTED_WORKFLOW_EDITIONS),
+            server_version=__version__,
+        )
+        if verdict.compatible:
+            response.selected_workflow_edition = verdict.selected_edition
+            response.selected_edition_spec_sha256 = self._edition_sha256
+            response.selected_edition_status = EDITION_STATUS
+        else:
+            logger.warning(
+                "model server refused a handshake from %s %s: %s",
+                request.client_name,
+                request.client_version,
+                verdict.error_message,
+            )
+        return response
+
+    async def _shutdown_rpc(
+        self, request: model_pb2.ShutdownRequest, context: grpc.aio.ServicerContext
+    ) -> model_pb2.ShutdownResponse:
+        accepted, message = self._answer_shutdown(request.reason)
+        return model_pb2.ShutdownResponse(accepted=accepted, message=message)
+
+    async def _join(
+        self, requests: AsyncIterator[model_pb2.JoinRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[model_pb2.JoinResponse]:
+        stream = next(self._stream_ids)
+        guard = SessionGuard("model", self._idle_timeout)
+        self._sessions[stream] = guard
+        closed = False
+        try:
+            await context.send_initial_metadata(())
+            while True:
+                guard.waiting()
+                try:
+                    request = await anext(requests)
+                except StopAsyncIteration:
+                    break
+                guard.busy()
+                response = await self._handle(request, stream)
+                closed = response.WhichOneof("kind") == "close"
+                yield response
+                if closed:
+                    return
+        except asyncio.CancelledError:
+            if guard.interruption is None:
+                raise
+            code, reason = guard.interruption
+            logger.info("model stream %d interrupted: %s", stream, reason)
+            await context.abort(code, reason)
+        finally:
+            guard.close()
+            del self._sessions[stream]
+            if not closed:
+                # The client vanished or was cut off: its routes end here.
+                await asyncio.shield(self._close_routes(stream, "model session ended without Close"))
+
+    async def _handle(self, request: model_pb2.JoinRequest, stream: int) -> model_pb2.JoinResponse:
+        started = time.perf_counter_ns()
+        kind = request.WhichOneof("kind")
+        response = model_pb2.JoinResponse(request_id=request.request_id)
+        operation = f"model.{kind}" if kind is not None else "model.unknown"
+        try:
+            if kind == "predict":
+                await self._predict(request.predict, response)
+            elif kind == "configure_route":
+                await self._configure_route(request.configure_route, stream)
+                response.configure_route.SetInParent()
+            elif kind == "close_route":
+                await self._close_route(request.close_route)
+                response.close_route.SetInParent()
+            elif kind == "close":
+                failures = await self._close_routes(stream, request.close.reason or "model session closed")
+                if failures:
+                    raise _RequestFailed(_INVALID_REQUEST, "; ".join(failures))
+                response.close.SetInParent()
+            else:
+                raise _RequestFailed(_INVALID_REQUEST, "empty request")
+        except _RequestFailed as failure:
+            response.error.code = failure.code
+            response.error.message = failure.message
+            response.error.is_recoverable = failure.recoverable
+            logger.debug("model %s request %r failed: %s", operation, request.request_id, failure.message)
+        response.telemetry.CopyFrom(endpoint_telemetry(operation, started))
+        return response
+
+    async def _configure_route(self, request: model_pb2.ConfigureRouteRequest, stream: int) -> None:
+        context = request.context
+        if not context.session_id or not context.route_id:
+            raise _RequestFailed(
+                _INVALID_REQUEST, "configure_route needs a context with a non-empty session_id and route_id"
+            )
+        if not request.HasField("env_contract") or request.env_contract.num_envs < 1:
+            raise _RequestFailed(_INVALID_REQUEST, "configure_route needs an env_contract with num_envs > 0")
+        contract = request.env_contract
+        for name in ("observation_space", "action_space"):
+            if not contract.HasField(name):
+                raise _RequestFailed(_INVALID_REQUEST, f"configure_route: env_contract has no {name}")
+        key = (context.session_id, context.route_id)
+        owner = self._routes.get(key)
+        if owner is not None and owner[1] != stream:
+            raise _RequestFailed(
+                _INVALID_REQUEST, f"route {_route_name(key)} is already configured by another model session"
+            )
+        bind = getattr(self._model, "bind", None)
+        if bind is not None:
+            spaces = _spaces_fingerprint(contract)
+            others = [other for other in self._routes if other != key]
+            if others and spaces != self._bound_spaces:
+                raise _RequestFailed(
+                    _INVALID_REQUEST,
+                    f"this model is bound to the spaces of route {_route_name(others[0])}; route "
+                    f"{_route_name(key)} has different observation/action spaces (serve one model per env)",
+                )
+            async with self._model_lock:
+                try:
+                    bind(contract)
+                except Exception as error:
+                    raise _RequestFailed(
+                        _INVALID_REQUEST,
+                        f"configure_route: the model cannot act in this env: {type(error).__name__}: {error}",
+                    ) from error
+            self._bound_spaces = spaces
+        stored = env_pb2.EnvContract()
+        stored.CopyFrom(contract)
+        self._routes[key] = (stored, stream)
+        logger.info(
+            "model route %s configured (%s, num_envs=%d)", _route_name(key), contract.id, contract.num_envs
+        )
+
+    async def _predict(self, request: model_pb2.PredictRequest, response: model_pb2.JoinResponse) -> None:
+        context = request.context
+        key = (context.session_id, context.route_id)
+        route = self._routes.get(key)
+        if route is None:
+            raise _RequestFailed(
+                _NOT_CONFIGURED,
+                f"model error: model route was not configured (route {_route_name(key)}; send "
+                "ConfigureRoute first)",
+            )
+        _check_slots(context, route[0].num_envs)
+        async with self._model_lock:
+            try:
+                prediction = await self._model.predict(request)
+            except RuntimeDriverError as error:
+                raise _RequestFailed(_INTERNAL, f"model error: {error}", error.recoverable) from error
+            except Exception as error:
+                raise _RequestFailed(_INTERNAL, f"model error: {type(error).__name__}: {error}") from error
+        answer = prediction.response
+        if answer.context != context:
+            raise _RequestFailed(
+                _INTERNAL, "model error: the model answered with a context that differs from the request's"
+            )
+        response.predict.CopyFrom(answer)
+
+    async def _close_route(self, request: model_pb2.CloseRouteRequest) -> None:
+        context = request.context
+        if not context.session_id or not context.route_id:
+            raise _RequestFailed(
+                _INVALID_REQUEST, "close_route needs a context with a non-empty session_id and route_id"
+            )
+        key = (context.session_id, context.route_id)
+        if self._routes.pop(key, None) is None:
+            return  # already closed, or never configured: nothing to end
+        failure = await self._call_close_route(request)
+        if failure is not None:
+            raise _RequestFailed(_INVALID_REQUEST, failure)
+
+    async def _close_routes(self, stream: int, reason: str) -> list[str]:
+        failures = []
+        for key in [key for key, (_, owner) in self._routes.items() if owner == stream]:
+            del self._routes[key]
+            request = model_pb2.CloseRouteRequest(
+                context=model_pb2.PredictContext(session_id=key[0], route_id=key[1]), reason=reason
+            )
+            failure = await self._call_close_route(request)
+            if failure is not None:
+                failures.append(failure)
+        return failures
+
+    async def _call_close_route(self, request: model_pb2.CloseRouteRequest) -> str | None:
+        key = (request.context.session_id, request.context.route_id)
+        async with self._model_lock:
+            try:
+                await asyncio.wait_for(
+                    self._model.close_route(request, self._close_timeout), self._close_timeout
+                )
+            except asyncio.TimeoutError:
+                return (
+                    f"close_route of route {_route_name(key)} did not finish within {self._close_timeout:g}s"
+                )
+            except Exception as error:
+                logger.warning("model close_route of route %s failed: %s", _route_name(key), error)
+                return f"close_route of route {_route_name(key)} failed: {type(error).__name__}: {error}"
+        logger.info("model route %s closed (%s)", _route_name(key), request.reason)
+        return None
+
+
+def _route_name(key: RouteKey) -> str:
+    return f"{key[0]}:{key[1]}"
+
+
+def _spaces_fingerprint(contract: env_pb2.EnvContract) -> bytes:
+    return (
+        contract.observation_space.SerializeToString(deterministic=True)
+        + b"\0|\0"
+        + contract.action_space.SerializeToString(deterministic=True)
+    )
+
+
+def _check_slots(context: model_pb2.PredictContext, num_envs: int) -> None:
+    """Upstream's predict-context rules; violations are INTERNAL with upstream's wording."""
+    if not context.route_id:
+        raise _RequestFailed(_INTERNAL, "internal error: model route context missing route_id")
+    if not context.request_id:
+        raise _RequestFailed(_INTERNAL, "internal error: model route context missing request_id")
+    if not context.slots:
+        raise _RequestFailed(_INTERNAL, "internal error: model route context has no slots")
+    if len(context.slots) > num_envs:
+        raise _RequestFailed(
+            _INTERNAL,
+            f"internal error: model route context has {len(context.slots)} slots but the route has "
+            f"num_envs={num_envs}",
+        )
+    seen: set[int] = set()
+    for position, slot in enumerate(context.slots):
+        if not slot.episode_id:
+            raise _RequestFailed(_INTERNAL, f"internal error: model route slot {position} missing episode_id")
+        if slot.env_index < 0:
+            raise _RequestFailed(
+                _INTERNAL,
+                f"internal error: model route slot {position} has negative env_index {slot.env_index}",
+            )
+        if slot.env_index in seen:
+            raise _RequestFailed(
+                _INTERNAL, f"internal error: model route slot {position} repeats env_index {slot.env_index}"
+            )
+        seen.add(slot.env_index)
+
+
+class _ModelServicer:
+    """The ModelService handlers, bound to the server (grpc.aio inspects them: Join is an async generator)."""
+
+    def __init__(self, server: ModelServer) -> None:
+        self.Handshake = server._handshake_rpc
+        self.Join = server._join
+        self.Shutdown = server._shutdown_rpc
