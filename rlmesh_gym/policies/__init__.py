@@ -1,0 +1,52 @@
+"""Policies as rlmesh ``RuntimeModel`` peers.
+
+* ``TorchPolicy``: any PyTorch module, TorchScript module or callable on tensors (needs torch;
+  imported on first use, so this package works without torch).
+* ``RandomPolicy``: random actions from the action space, reproducible per seed and route.
+* ``CallablePolicy``: a numpy function from an observation batch to an action batch.
+* ``MLPPolicy``, ``load_pretrained``, ``PRETRAINED``: the shipped trained policies (need torch).
+
+Spaces come from the ``EnvContract`` (never from gymnasium objects); every policy can be
+built without one and given it later with ``bind(contract)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from rlmesh_gym.policies.callable_policy import CallablePolicy
+from rlmesh_gym.policies.random_policy import RandomPolicy
+
+if TYPE_CHECKING:
+    from rlmesh_gym.policies.pretrained import PRETRAINED, MLPPolicy, PretrainedEntry, load_pretrained
+    from rlmesh_gym.policies.torch_policy import TorchPolicy
+
+__all__ = [
+    "PRETRAINED",
+    "CallablePolicy",
+    "MLPPolicy",
+    "PretrainedEntry",
+    "RandomPolicy",
+    "TorchPolicy",
+    "load_pretrained",
+]
+
+_LAZY = {
+    "TorchPolicy": "rlmesh_gym.policies.torch_policy",
+    "MLPPolicy": "rlmesh_gym.policies.pretrained",
+    "PRETRAINED": "rlmesh_gym.policies.pretrained",
+    "PretrainedEntry": "rlmesh_gym.policies.pretrained",
+    "load_pretrained": "rlmesh_gym.policies.pretrained",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rlmesh_gym.policies' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

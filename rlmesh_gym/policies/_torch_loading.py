@@ -1,0 +1,128 @@
+"""Reading a saved PyTorch policy: TorchScript archives, state_dicts (with a factory), pickled modules."""
+
+from __future__ import annotations
+
+import pickle
+import zipfile
+from collections.abc import Callable, Mapping
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = ["load_policy_file"]
+
+_STATE_DICT_KEYS = ("state_dict", "model_state_dict")
+_FORMS = (
+    "a TorchScript archive (torch.jit.save), a state_dict (torch.save(module.state_dict(), path)) "
+    "with factory=, or a pickled module with allow_pickle=True"
+)
+
+
+def _is_torchscript(path: Path) -> bool:
+    # The same test torch.load uses: TorchScript zip archives carry a constants.pkl record.
+    if not zipfile.is_zipfile(path):
+        return False
+    with zipfile.ZipFile(path) as archive:
+        return any(name.endswith("/constants.pkl") or name == "constants.pkl" for name in archive.namelist())
+
+
+def _state_dict(loaded: object) -> Mapping[str, Any] | None:
+    """The state_dict in ``loaded`` (itself, or a checkpoint's ``state_dict`` entry), if any."""
+    if not isinstance(loaded, Mapping):
+        return None
+    for key in _STATE_DICT_KEYS:
+        inner = loaded.get(key)
+        if isinstance(inner, Mapping):
+            return inner
+    if loaded and all(
+        isinstance(key, str) and isinstance(value, torch.Tensor) for key, value in loaded.items()
+    ):
+        return loaded
+    return None
+
+
+def load_policy_file(
+    path: str | PathLike[str],
+    device: torch.device,
+    *,
+    factory: Callable[[], nn.Module] | None,
+    allow_pickle: bool,
+) -> Callable[..., Any]:
+    """The policy saved at ``path``, on ``device`` (see ``TorchPolicy.load``)."""
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"TorchPolicy.load: {file} is not a file; expected {_FORMS}")
+    if factory is not None and not callable(factory):
+        raise TypeError(
+            f"TorchPolicy.load: factory must be a callable returning an nn.Module, got {factory!r}"
+        )
+    if _is_torchscript(file):
+        if factory is not None:
+            raise ValueError(
+                f"TorchPolicy.load: {file} is a TorchScript archive, which holds its own module; "
+                "drop factory= (it is for state_dict files)"
+            )
+        try:
+            return torch.jit.load(str(file), map_location=device)
+        except Exception as error:
+            raise ValueError(f"TorchPolicy.load: {file} is a broken TorchScript archive: {error}") from error
+    try:
+        loaded = torch.load(file, map_location=device, weights_only=True)
+    except pickle.UnpicklingError as error:
+        # weights_only refused a pickled object (typically a whole nn.Module).
+        if factory is not None:
+            raise ValueError(
+                f"TorchPolicy.load: {file} holds a pickled Python object, not a state_dict for factory=; "
+                f"expected {_FORMS}"
+            ) from error
+        if not allow_pickle:
+            raise ValueError(
+                f"TorchPolicy.load: {file} holds a pickled Python object (e.g. a whole module saved with "
+                "torch.save(module, path)); loading it executes code from the file, so it is refused by "
+                "default. Pass allow_pickle=True only if you trust the file, or save the module with "
+                "torch.jit.save, or save its state_dict and pass factory="
+            ) from error
+        return _load_pickled(file, device)
+    except Exception as error:
+        raise ValueError(f"TorchPolicy.load: {file} could not be read as {_FORMS}: {error}") from error
+    state = _state_dict(loaded)
+    if state is None:
+        raise ValueError(
+            f"TorchPolicy.load: {file} holds a {type(loaded).__name__} that is not a state_dict "
+            f"(a mapping of parameter names to tensors); expected {_FORMS}"
+        )
+    if factory is None:
+        raise ValueError(
+            f"TorchPolicy.load: {file} holds a state_dict ({len(state)} tensors) but no module; pass "
+            "factory=, a callable returning the nn.Module to load it into"
+        )
+    module = factory()
+    if not isinstance(module, nn.Module):
+        raise TypeError(
+            f"TorchPolicy.load: factory returned {type(module).__name__}, expected an nn.Module for the "
+            f"state_dict in {file}"
+        )
+    try:
+        module.load_state_dict(state)
+    except RuntimeError as error:
+        raise ValueError(
+            f"TorchPolicy.load: the state_dict in {file} does not fit the {type(module).__name__} built by "
+            f"factory: {error}"
+        ) from error
+    return module.to(device)
+
+
+def _load_pickled(file: Path, device: torch.device) -> Callable[..., Any]:
+    try:
+        loaded = torch.load(file, map_location=device, weights_only=False)
+    except Exception as error:
+        raise ValueError(f"TorchPolicy.load: unpickling {file} failed: {error}") from error
+    if not callable(loaded):
+        raise ValueError(
+            f"TorchPolicy.load: {file} unpickled to a {type(loaded).__name__}, which is not callable; "
+            f"expected an nn.Module or a callable on tensors"
+        )
+    return loaded

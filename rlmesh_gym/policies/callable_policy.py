@@ -1,0 +1,65 @@
+"""``CallablePolicy``: a plain numpy function from an observation batch to an action batch."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rlmesh_gym.policies._contract import ContractOrSpaces, PolicySpaces
+from rlmesh_gym.policies._model import PolicyModel
+from rlmesh_gym.proto import model_pb2
+
+__all__ = ["CallablePolicy"]
+
+
+class CallablePolicy(PolicyModel[None]):
+    """A ``RuntimeModel`` around ``fn(observations) -> actions`` on numpy batches.
+
+    ``fn`` receives the whole observation batch in gymnasium's vector layout, as the codec
+    decodes it: an array with one row per slot for Box/Discrete/MultiBinary/MultiDiscrete
+    (a read-only view of the request bytes: copy it before writing), a dict of batches for
+    Dict, a tuple of batches for Tuple and a tuple of str for Text. It returns the action
+    batch in the same layout: anything ``numpy.asarray`` accepts (an array, a list of ints,
+    ...) with one row per slot, a dict/tuple of such batches, or a sequence of str for Text.
+
+    Actions are checked before encoding (see ``docs/policies.md``): shape ``(N, *shape)``
+    (``(N, 1)`` is also accepted for Discrete), whole numbers for integer kinds (floats such
+    as ``1.0`` are cast), values inside the Discrete/MultiDiscrete/MultiBinary domain, no NaN
+    in float Boxes. A mismatch raises ``ModelRpcError`` naming what ``fn`` returned and the
+    expected layout.
+
+    Example:
+        >>> import numpy as np
+        >>> policy = CallablePolicy(lambda obs: (obs[:, 2] > 0).astype(np.int64))  # CartPole
+    """
+
+    def __init__(
+        self,
+        fn: Callable[[Any], Any],
+        contract_or_spaces: ContractOrSpaces | None = None,
+        *,
+        component_id: str = "model",
+    ) -> None:
+        if not callable(fn):
+            raise TypeError(f"CallablePolicy: fn must be callable, got {type(fn).__name__} {fn!r:.60}")
+        self.fn = fn
+        super().__init__(contract_or_spaces, seed=None, component_id=component_id)
+
+    def _compile(self, spaces: PolicySpaces) -> None:
+        """Nothing beyond the shared codecs and action plan."""
+
+    def _act(self, data: bytes, rows: int, context: model_pb2.PredictContext) -> tuple[bytes, int]:
+        observations = self._decode_observation(data, rows)
+        start = time.perf_counter_ns()
+        try:
+            actions = self.fn(observations)
+        except Exception as error:
+            raise self._fail(
+                f"policy function {self._name()} raised {type(error).__name__}: {error}", error
+            ) from error
+        elapsed = time.perf_counter_ns() - start
+        return self._encode_actions(actions, rows, f"policy function {self._name()}"), elapsed
+
+    def _name(self) -> str:
+        return getattr(self.fn, "__qualname__", None) or type(self.fn).__name__

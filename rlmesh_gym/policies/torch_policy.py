@@ -1,0 +1,477 @@
+"""``TorchPolicy``: any PyTorch policy (module, TorchScript, callable on tensors) as a ``RuntimeModel``."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from os import PathLike
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.distributions import (
+    Bernoulli,
+    Categorical,
+    Distribution,
+    Independent,
+    Normal,
+    OneHotCategorical,
+    TransformedDistribution,
+)
+
+from rlmesh_gym.policies._actions import ActionMismatch, ActionPlan, LeafPlan, describe_value
+from rlmesh_gym.policies._contract import ContractOrSpaces, PolicySpaces
+from rlmesh_gym.policies._model import PolicyModel
+from rlmesh_gym.policies._spaces import RAW_KINDS
+from rlmesh_gym.policies._torch_loading import load_policy_file
+from rlmesh_gym.proto import model_pb2, spaces_pb2
+from rlmesh_gym.spaces.codec import SpaceCodec
+
+__all__ = ["TorchPolicy"]
+
+# Read-only observation arrays up to this size are copied (cheaper than silencing torch's
+# "not writable" warning, and the policy may then write to them); larger ones are shared.
+_COPY_LIMIT = 64 * 1024
+_NOT_WRITABLE = "The given NumPy array is not writable"
+
+
+def _tensor_from_array(array: np.ndarray, private: bool) -> torch.Tensor:
+    """A CPU tensor on ``array``'s memory; ``private=True`` copies small read-only arrays first."""
+    if array.flags.writeable:
+        return torch.from_numpy(array)
+    if private and array.nbytes <= _COPY_LIMIT:
+        return torch.from_numpy(array.copy())
+    # Zero-copy view of the (read-only) message bytes. The filter is scoped to this call.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_NOT_WRITABLE, category=UserWarning)
+        return torch.from_numpy(array)
+
+
+def _observation_converter(codec: SpaceCodec, device: torch.device) -> Callable[[Any], Any]:
+    """A function from the codec's decoded batch to tensors on ``device`` (same nesting)."""
+    if codec.kind in RAW_KINDS:
+        to_bfloat16 = codec.spec.dtype == spaces_pb2.D_TYPE_BFLOAT16
+        if device.type == "cpu" and not to_bfloat16:
+            return lambda array: _tensor_from_array(array, True)
+
+        def convert(array: np.ndarray) -> torch.Tensor:
+            tensor = _tensor_from_array(array, False)
+            return tensor.to(device=device, dtype=torch.bfloat16 if to_bfloat16 else tensor.dtype)
+
+        return convert
+    if codec.kind == "text":
+        return lambda texts: texts
+    converters = [_observation_converter(child, device) for child in codec.children]
+    if codec.kind == "dict":
+        pairs = list(zip(codec.keys, converters, strict=True))
+        return lambda batch: {key: convert(batch[key]) for key, convert in pairs}
+    return lambda batch: tuple(convert(part) for convert, part in zip(converters, batch, strict=True))
+
+
+def describe_output(value: object) -> str:
+    """A short description of what a torch policy returned, for error messages."""
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)} {str(value.dtype).removeprefix('torch.')}"
+    if isinstance(value, Distribution):
+        return (
+            f"a {type(value).__name__} distribution (batch shape {tuple(value.batch_shape)}, "
+            f"event shape {tuple(value.event_shape)})"
+        )
+    if isinstance(value, (tuple, list)):
+        return (
+            f"a {type(value).__name__} of {len(value)} items ({', '.join(type(v).__name__ for v in value)})"
+        )
+    return describe_value(value)
+
+
+def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    if tensor.requires_grad:
+        tensor = tensor.detach()
+    if tensor.device.type != "cpu":
+        tensor = tensor.cpu()
+    if tensor.dtype == torch.bfloat16:
+        tensor = tensor.float()
+    return tensor.numpy()
+
+
+def _sample_categorical(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Indices drawn from the last axis of ``probs`` (any leading shape)."""
+    flat = probs.reshape(-1, probs.shape[-1])
+    return torch.multinomial(flat, 1, generator=generator).reshape(probs.shape[:-1])
+
+
+def _distribution_mode(dist: Distribution) -> torch.Tensor:
+    """The distribution's most likely value, with fallbacks where torch has no ``mode``."""
+    if isinstance(dist, Independent):
+        return _distribution_mode(dist.base_dist)
+    if isinstance(dist, TransformedDistribution):
+        # The base mode pushed through the transforms (e.g. tanh(mean) for a squashed Gaussian).
+        value = _distribution_mode(dist.base_dist)
+        for transform in dist.transforms:
+            value = transform(value)
+        return value
+    if isinstance(dist, Bernoulli):
+        return (dist.probs > 0.5).to(dist.probs.dtype)  # torch's mode is NaN at exactly 0.5
+    if isinstance(dist, Categorical):
+        return dist.probs.argmax(-1)
+    if isinstance(dist, OneHotCategorical):
+        probs = dist.probs
+        return nn.functional.one_hot(probs.argmax(-1), probs.shape[-1]).to(probs.dtype)
+    try:
+        return dist.mode
+    except NotImplementedError:
+        pass
+    try:
+        return dist.mean
+    except NotImplementedError:
+        raise TypeError(f"{type(dist).__name__} implements neither mode nor mean") from None
+
+
+def _distribution_sample(dist: Distribution, generator: torch.Generator) -> torch.Tensor:
+    """One draw from ``dist`` using only ``generator`` (the global torch RNG is left untouched)."""
+    if isinstance(dist, Independent):
+        return _distribution_sample(dist.base_dist, generator)
+    if isinstance(dist, TransformedDistribution):
+        value = _distribution_sample(dist.base_dist, generator)
+        for transform in dist.transforms:
+            value = transform(value)
+        return value
+    if isinstance(dist, Categorical):
+        return _sample_categorical(dist.probs, generator)
+    if isinstance(dist, OneHotCategorical):
+        probs = dist.probs
+        return nn.functional.one_hot(_sample_categorical(probs, generator), probs.shape[-1]).to(probs.dtype)
+    if isinstance(dist, Bernoulli):
+        return torch.bernoulli(dist.probs, generator=generator)
+    if isinstance(dist, Normal):
+        loc = dist.loc
+        noise = torch.randn(loc.shape, generator=generator, dtype=loc.dtype, device=loc.device)
+        return loc + dist.scale * noise
+    # Any other distribution samples with the global RNG: fork it, seed it from the route's
+    # generator, and restore it afterwards, so draws stay reproducible and nothing leaks.
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device).item())
+    kind = generator.device.type
+    devices = [] if kind == "cpu" else list(range(torch.get_device_module(kind).device_count()))
+    with torch.random.fork_rng(devices=devices, device_type="cuda" if kind == "cpu" else kind):
+        if kind == "cpu":
+            torch.random.default_generator.manual_seed(seed)
+        else:
+            torch.manual_seed(seed)
+        return dist.sample()
+
+
+class _ActionResolver:
+    """Turns one node of a policy output (tensor, logits, distribution, dict, tuple) into checked actions."""
+
+    __slots__ = (
+        "children",
+        "clip",
+        "deterministic",
+        "flat_columns",
+        "flat_rows",
+        "kind",
+        "leaf",
+        "max_n",
+        "n",
+        "pad_mask",
+        "plan",
+        "start",
+        "total",
+    )
+
+    def __init__(self, plan: ActionPlan, device: torch.device, deterministic: bool, clip: bool) -> None:
+        self.plan = plan
+        self.kind = plan.kind
+        self.leaf: LeafPlan | None = plan.leaf
+        self.deterministic = deterministic
+        self.clip = clip
+        self.children = [
+            (key, _ActionResolver(child, device, deterministic, clip)) for key, child in plan.children
+        ]
+        self.n = self.start = self.max_n = self.total = 0
+        self.pad_mask: torch.Tensor | None = None
+        self.flat_rows = self.flat_columns = None
+        leaf = self.leaf
+        if leaf is None:
+            return
+        if self.kind == "discrete":
+            self.start = int(leaf.spec.discrete.start)
+            self.n = int(leaf.spec.discrete.n)
+        elif self.kind == "multi_discrete":
+            nvec = leaf.nvec.reshape(-1)
+            self.max_n = int(nvec.max()) if nvec.size else 0
+            self.total = int(nvec.sum())
+            # Padded logits (N, *shape, max_n): entries past nvec[i] are masked out.
+            mask = np.arange(self.max_n)[None, :] >= nvec[:, None]
+            self.pad_mask = torch.from_numpy(mask.reshape(*leaf.shape, self.max_n)).to(device)
+            # Flat logits (N, sum(nvec)), as Stable-Baselines3's MultiCategorical: column c of
+            # component i goes to padded position (i, c).
+            self.flat_rows = torch.from_numpy(np.repeat(np.arange(nvec.size), nvec)).to(device)
+            self.flat_columns = torch.from_numpy(np.concatenate([np.arange(k) for k in nvec] or [[]])).to(
+                device=device, dtype=torch.int64
+            )
+
+    def expected(self, rows: int) -> str:
+        if self.leaf is None:
+            return self.plan.expected(rows)
+        return self.leaf.expected(rows) + self._hint(rows)
+
+    def _hint(self, rows: int) -> str:
+        """The forms a torch policy may return beyond plain actions."""
+        if self.kind == "discrete":
+            mapping = f" where logit i is action {self.start}+i" if self.start else ""
+            return f", or logits of shape {(rows, self.n)}{mapping}, or a Distribution over them"
+        if self.kind == "multi_discrete":
+            padded = (rows, *self.leaf.shape, self.max_n)  # type: ignore[union-attr]
+            return f", or logits of shape {padded} or {(rows, self.total)}, or a Distribution over them"
+        return ", or a Distribution with values of that shape"
+
+    def resolve(
+        self, output: object, rows: int, path: str, generator: Callable[[], torch.Generator]
+    ) -> object:
+        """``output`` as actions in the codec's batch layout and wire dtypes, or ActionMismatch."""
+        leaf = self.leaf
+        if leaf is None:
+            return self._resolve_composite(output, rows, path, generator)
+        from_distribution = isinstance(output, Distribution)
+        if from_distribution:
+            try:
+                tensor = (
+                    _distribution_mode(output)
+                    if self.deterministic
+                    else _distribution_sample(output, generator())
+                )
+            except (TypeError, RuntimeError, ValueError) as error:
+                raise ActionMismatch(path, output, self.expected(rows), str(error)) from error
+        elif isinstance(output, torch.Tensor):
+            tensor = output
+        else:
+            raise ActionMismatch(path, output, self.expected(rows))
+        if tensor.is_floating_point():
+            logits = self._as_logits(tensor, rows)
+            if logits is not None:
+                if self.deterministic or from_distribution:
+                    indices = logits.argmax(-1)
+                else:
+                    try:
+                        indices = _sample_categorical(torch.softmax(logits.float(), -1), generator())
+                    except RuntimeError as error:  # NaN or inf logits
+                        raise ActionMismatch(path, output, self.expected(rows), str(error)) from error
+                if self.start:
+                    indices = indices + self.start
+                return _to_numpy(indices)
+        if from_distribution and self.start:
+            tensor = tensor + self.start  # distribution values over Discrete are indices too
+        try:
+            array = _to_numpy(tensor)
+        except TypeError as error:  # a dtype numpy cannot hold
+            raise ActionMismatch(path, output, self.expected(rows), str(error)) from error
+        return leaf.check(array, rows, path, clip=self.clip, original=output, hint=self._hint(rows))
+
+    def _as_logits(self, tensor: torch.Tensor, rows: int) -> torch.Tensor | None:
+        """``tensor`` as padded logits ``(..., n)`` if it has a logits shape for this leaf."""
+        shape = tuple(tensor.shape)
+        if self.kind == "discrete":
+            return tensor if shape == (rows, self.n) else None
+        if self.kind != "multi_discrete":
+            return None
+        leaf_shape = self.leaf.shape  # type: ignore[union-attr]
+        if shape == (rows, *leaf_shape, self.max_n):
+            return tensor.masked_fill(self.pad_mask, float("-inf"))  # type: ignore[arg-type]
+        if shape == (rows, self.total) and shape != (rows, *leaf_shape):
+            padded = tensor.new_full((rows, int(np.prod(leaf_shape)), self.max_n), float("-inf"))
+            padded[:, self.flat_rows, self.flat_columns] = tensor
+            return padded.reshape(rows, *leaf_shape, self.max_n)
+        return None
+
+    def _resolve_composite(
+        self, output: object, rows: int, path: str, generator: Callable[[], torch.Generator]
+    ) -> object:
+        if self.kind == "text":
+            if isinstance(output, (torch.Tensor, Distribution)):
+                raise ActionMismatch(path, output, self.expected(rows))
+            return self.plan.check(output, rows, path)
+        if self.kind == "dict":
+            if not isinstance(output, Mapping):
+                raise ActionMismatch(path, output, self.expected(rows))
+            keys = [key for key, _ in self.children]
+            missing = [key for key in keys if key not in output]
+            extra = sorted(str(key) for key in output if key not in keys)
+            if missing or extra:
+                detail = f"missing keys {missing}" if missing else f"unexpected keys {extra}"
+                raise ActionMismatch(path, output, self.expected(rows), detail)
+            return {
+                key: child.resolve(output[key], rows, f"{path}[{key!r}]", generator)
+                for key, child in self.children
+            }
+        if not isinstance(output, (tuple, list)) or len(output) != len(self.children):
+            raise ActionMismatch(path, output, self.expected(rows))
+        return tuple(
+            child.resolve(item, rows, f"{path}[{i}]", generator)
+            for (i, child), item in zip(self.children, output, strict=True)
+        )
+
+
+class TorchPolicy(PolicyModel[torch.Generator]):
+    """A PyTorch policy serving a route: one batched forward per predict.
+
+    Args:
+        policy: an ``nn.Module`` (moved to ``device`` and put in eval mode, in place), a
+            TorchScript module, or any callable on tensors.
+        contract_or_spaces: the route's ``EnvContract`` or an ``(observation_spec,
+            action_spec)`` pair; may be ``None`` and given later with :meth:`bind`.
+        device: where observations are placed and the policy runs.
+        deterministic: take the argmax of logits and the mode of distributions; when
+            ``False``, sample them with a seeded ``torch.Generator`` per route.
+        seed: the sampling seed (``None``: fresh entropy per route). Each route
+            ``(session_id, route_id)`` has its own generator derived from it, so the same seed
+            and route ids give the same actions; ``close_route`` drops that generator.
+        clip_actions: clip Box actions to the space's bounds (otherwise they pass unchanged).
+        component_id: the model component id named in errors.
+
+    The policy is called once per predict with the observation batch: a tensor of shape
+    ``(N, *shape)`` for Box (its dtype), Discrete (int64, shape ``(N,)``), MultiBinary (uint8)
+    and MultiDiscrete (int64); a dict of such tensors for Dict; a tuple for Tuple; a tuple of
+    str for Text. Small observation tensors are private copies; observations over 64 KiB are
+    zero-copy views of the request bytes and must be treated as read-only.
+
+    Accepted outputs, per action leaf (dicts/tuples of them for Dict/Tuple action spaces):
+
+    * an action tensor of shape ``(N, *shape)``; integer kinds accept float tensors only
+      when every value is a whole number; Discrete also accepts ``(N, 1)``;
+    * for Discrete, float logits ``(N, n)``: argmax, or a seeded sample when not
+      deterministic; index ``i`` means action ``start + i``;
+    * for MultiDiscrete, float logits ``(N, *shape, max(nvec))`` (entries past ``nvec`` are
+      ignored) or ``(N, sum(nvec))`` (concatenated per component, as in Stable-Baselines3);
+    * a ``torch.distributions.Distribution``: its mode (``argmax`` of probabilities for
+      Categorical, ``p > 0.5`` for Bernoulli, the base mode pushed through the transforms for
+      TransformedDistribution, else ``.mode`` then ``.mean``), or a seeded sample. Values drawn
+      for a Discrete leaf are indices (``start + i``).
+
+    Anything else raises :class:`~rlmesh_gym.runtime.errors.ModelRpcError` naming the output
+    and the expected layout.
+
+    Example:
+        >>> import torch
+        >>> from rlmesh_gym.proto import spaces_pb2
+        >>> obs = spaces_pb2.SpaceSpec(shape=[4], dtype=spaces_pb2.D_TYPE_FLOAT32,
+        ...                            box=spaces_pb2.BoxSpec(unbounded=True))
+        >>> act = spaces_pb2.SpaceSpec(dtype=spaces_pb2.D_TYPE_INT64, discrete=spaces_pb2.DiscreteSpec(n=2))
+        >>> policy = TorchPolicy(torch.nn.Linear(4, 2), (obs, act))   # logits -> argmax
+    """
+
+    def __init__(
+        self,
+        policy: Callable[..., Any],
+        contract_or_spaces: ContractOrSpaces | None = None,
+        *,
+        device: str | torch.device = "cpu",
+        deterministic: bool = True,
+        seed: int | None = None,
+        clip_actions: bool = False,
+        component_id: str = "model",
+    ) -> None:
+        if not callable(policy):
+            raise TypeError(
+                f"TorchPolicy: policy must be an nn.Module, a TorchScript module or a callable on tensors, "
+                f"got {type(policy).__name__}"
+            )
+        try:
+            self.device = torch.device(device)
+        except (RuntimeError, TypeError) as error:
+            raise ValueError(f"TorchPolicy: device {device!r} is not a torch device: {error}") from error
+        for name, flag in (("deterministic", deterministic), ("clip_actions", clip_actions)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"TorchPolicy: {name} must be a bool, got {flag!r}")
+        if isinstance(policy, nn.Module):
+            policy.to(self.device)
+            policy.eval()
+        self.policy = policy
+        self.deterministic = deterministic
+        self.clip_actions = clip_actions
+        self._observe: Callable[[Any], Any] | None = None
+        self._resolver: _ActionResolver | None = None
+        super().__init__(
+            contract_or_spaces, seed=seed, component_id=component_id, rng_factory=self._generator
+        )
+
+    @classmethod
+    def load(
+        cls,
+        path: str | PathLike[str],
+        contract_or_spaces: ContractOrSpaces | None = None,
+        *,
+        factory: Callable[[], nn.Module] | None = None,
+        allow_pickle: bool = False,
+        **kwargs: Any,
+    ) -> TorchPolicy:
+        """A ``TorchPolicy`` around the policy saved at ``path``.
+
+        * a TorchScript archive (``torch.jit.save``): loaded with ``torch.jit.load``;
+        * a ``state_dict`` (``torch.save(module.state_dict(), path)``, or a checkpoint dict
+          holding it under ``"state_dict"`` / ``"model_state_dict"``): loaded with
+          ``weights_only=True`` into ``factory()``, which must return the ``nn.Module``;
+        * a whole pickled module (``torch.save(module, path)``): only with
+          ``allow_pickle=True``, because unpickling runs code from the file.
+
+        ``kwargs`` go to the constructor (``device``, ``deterministic``, ``seed``, ...).
+
+        Raises:
+            FileNotFoundError: ``path`` is not a file.
+            ValueError: the file is not one of the forms above, a state_dict comes without a
+                factory or does not fit it, or a pickled module without ``allow_pickle``.
+            TypeError: ``factory`` does not return an ``nn.Module``.
+        """
+        device = torch.device(kwargs.get("device", "cpu"))
+        policy = load_policy_file(path, device, factory=factory, allow_pickle=allow_pickle)
+        return cls(policy, contract_or_spaces, **kwargs)
+
+    def _generator(self, seed: int) -> torch.Generator:
+        generator = torch.Generator(device=self.device)
+        generator.manual_seed(seed)
+        return generator
+
+    def _compile(self, spaces: PolicySpaces) -> None:
+        self._observe = _observation_converter(self._observation_codec, self.device)  # type: ignore[arg-type]
+        self._resolver = _ActionResolver(
+            self._action_plan, self.device, self.deterministic, self.clip_actions
+        )  # type: ignore[arg-type]
+
+    def _act(self, data: bytes, rows: int, context: model_pb2.PredictContext) -> tuple[bytes, int]:
+        observations = self._observe(self._decode_observation(data, rows))  # type: ignore[misc]
+        with torch.inference_mode():
+            start = time.perf_counter_ns()
+            try:
+                output = self.policy(observations)
+            except Exception as error:
+                raise self._fail(
+                    f"policy {self._name()} raised {type(error).__name__}: {error} "
+                    f"(called with {_describe_observations(observations)})",
+                    error,
+                ) from error
+            elapsed = time.perf_counter_ns() - start
+            try:
+                actions = self._resolver.resolve(output, rows, "action", lambda: self._route_rng(context))  # type: ignore[union-attr]
+            except ActionMismatch as error:
+                raise self._fail(error.explain(f"policy {self._name()}", describe_output), error) from error
+        return self._encode_checked(actions, rows), elapsed
+
+    def _name(self) -> str:
+        policy = self.policy
+        if isinstance(policy, nn.Module):
+            return type(policy).__name__
+        return getattr(policy, "__qualname__", None) or type(policy).__name__
+
+
+def _describe_observations(observations: object) -> str:
+    if isinstance(observations, dict):
+        return (
+            "{"
+            + ", ".join(f"{key!r}: {_describe_observations(value)}" for key, value in observations.items())
+            + "}"
+        )
+    if isinstance(observations, tuple) and not all(isinstance(item, str) for item in observations):
+        return "(" + ", ".join(_describe_observations(item) for item in observations) + ")"
+    return describe_output(observations)
