@@ -309,6 +309,16 @@ class RemoteEnv(RuntimeEnv):
         if self._broken is not None:
             raise EnvRpcError(operation, step, f"session unusable after an earlier failure: {self._broken}")
         kind = request.WhichOneof("kind")
+        size = request.ByteSize()
+        if size > self._max_message_bytes:
+            # gRPC would fail the whole stream with an opaque error; refuse this one request instead.
+            raise EnvRpcError(
+                operation,
+                step,
+                f"{kind} request of {size} bytes exceeds max_message_bytes={self._max_message_bytes} of this "
+                "client; nothing was sent (raise the limit on both peers for larger batches)",
+                recoverable=True,
+            )
         async with self._lock:
             self._counter += 1
             request_id = f"rlmesh-gym-req-{self._counter}"

@@ -146,6 +146,7 @@ class EnvServer(ServerLifecycle):
         self._idle_timeout = idle_timeout
         self._session: SessionGuard | None = None
         self._sessions_served = 0
+        self._idle: asyncio.Event | None = None
 
     @property
     def env(self) -> RuntimeEnv:
@@ -161,6 +162,18 @@ class EnvServer(ServerLifecycle):
     def session_active(self) -> bool:
         """Whether a client currently holds the one ``Join`` session."""
         return self._session is not None
+
+    async def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until no client holds the session; return ``False`` if ``timeout`` seconds passed first."""
+        if self._session is None:
+            return True
+        if self._idle is None:
+            self._idle = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
 
     @property
     def sessions_served(self) -> int:
@@ -248,6 +261,9 @@ class EnvServer(ServerLifecycle):
                     )
             self._session = None
             self._sessions_served += 1
+            if self._idle is not None:
+                self._idle.set()
+                self._idle = None
 
     async def _handle(self, request: env_pb2.JoinRequest) -> env_pb2.JoinResponse:
         started = time.perf_counter_ns()

@@ -337,6 +337,14 @@ class RemoteModel(RuntimeModel):
             raise ModelRpcError(
                 self.component_id, f"session unusable after an earlier failure: {self._broken}"
             )
+        size = request.ByteSize()
+        if size > self._max_message_bytes:
+            raise ModelRpcError(
+                self.component_id,
+                f"{kind} request of {size} bytes exceeds max_message_bytes={self._max_message_bytes} of this "
+                "client; nothing was sent (raise the limit on both peers for larger batches)",
+                recoverable=True,
+            )
         request_id = request.request_id
         if request_id in self._pending:
             raise ModelRpcError(
