@@ -276,8 +276,12 @@ def _box_space(spec: spaces_pb2.SpaceSpec, path: str) -> gym.spaces.Box:
                     f"{path}: {arm}.{side} holds {len(getattr(bounds, side))} bytes, expected "
                     f"{expected * wire.itemsize} ({expected} x {dtype.name})"
                 )
-        low = np.broadcast_to(np.frombuffer(bounds.low, dtype=wire), shape).reshape(shape)
-        high = np.broadcast_to(np.frombuffer(bounds.high, dtype=wire), shape).reshape(shape)
+        low = np.frombuffer(bounds.low, dtype=wire)
+        high = np.frombuffer(bounds.high, dtype=wire)
+        if arm == "typed_uniform":
+            low, high = np.full(shape, low[0], dtype=wire), np.full(shape, high[0], dtype=wire)
+        else:
+            low, high = low.reshape(shape), high.reshape(shape)
     if dtype.kind in _INTEGRAL_KINDS and arm in (None, "unbounded", "uniform", "elementwise"):
         # Gymnasium integer Boxes hold their bounds in the dtype; clip infinities to its range.
         info = np.iinfo(dtype) if dtype.kind != "b" else None
