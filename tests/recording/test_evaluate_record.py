@@ -1,0 +1,99 @@
+"""``evaluate(record=...)`` and ``rlmesh-gym eval --record FILE`` write replayable recordings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlmesh_gym.cli import main
+from rlmesh_gym.evaluation import evaluate
+from rlmesh_gym.recording import RecordingOptions, load_recording, replay_episode
+
+
+@pytest.mark.parametrize("autoreset", ["next_step", "disabled"])
+def test_evaluate_records_every_counted_episode(autoreset, rec_path):
+    result = evaluate(
+        "CartPole-v1",
+        "random",
+        episodes=6,
+        num_envs=2,
+        seed=0,
+        autoreset=autoreset,
+        record=rec_path,
+        progress=False,
+    )
+    recording = load_recording(rec_path)
+    header = recording.header
+    assert (header.env_id, header.num_envs, header.base_seed, header.autoreset_mode) == (
+        "CartPole-v1",
+        2,
+        0,
+        autoreset,
+    )
+    assert recording.ends[-1]["status"] == "ended"
+    by_id = {episode.episode_id: episode for episode in recording.episodes}
+    # Lanes that met their quota early keep running until the others do: the recording holds
+    # those episodes too, so it is a superset of the result's episodes.
+    assert len(recording.episodes) >= len(result.episodes) == 6
+    for record in result.episodes:
+        episode = by_id[record.episode_id]
+        assert episode.record == record
+        assert len(episode.steps) == episode.length == record.length
+        assert episode.observations.shape == (record.length, 4)
+        assert float(episode.rewards.sum()) == record.episode_return
+    if autoreset == "disabled":
+        for record in result.episodes:
+            assert replay_episode(recording, record.episode_id).match
+
+
+def test_evaluate_records_frames_of_chosen_lanes(rec_path):
+    options = RecordingOptions(rec_path, frame_lanes=[1], frame_stride=4, observations=False)
+    evaluate(
+        "CartPole-v1",
+        "random",
+        episodes=2,
+        num_envs=2,
+        seed=1,
+        autoreset="disabled",
+        record=options,
+        progress=False,
+        env_kwargs={"render_mode": "rgb_array"},
+    )
+    recording = load_recording(rec_path)
+    for episode in recording.episodes:
+        assert episode.observations is None
+        if episode.lane == 1:
+            np.testing.assert_array_equal(episode.frame_steps, np.arange(0, episode.length, 4))
+            assert episode.frames.dtype == np.uint8 and episode.frames.shape[1:] == (400, 600, 3)
+        else:
+            assert episode.frames is None
+    assert any(episode.lane == 1 for episode in recording.episodes)
+
+
+def test_cli_eval_record_writes_a_recording_episodes_can_read(rec_path, capsys):
+    code = main(
+        [
+            "eval",
+            "CartPole-v1",
+            "--policy",
+            "random",
+            "--episodes",
+            "4",
+            "--num-envs",
+            "2",
+            "--seed",
+            "3",
+            "--autoreset",
+            "disabled",
+            "--record",
+            str(rec_path),
+            "--no-progress",
+        ]
+    )
+    assert code == 0
+    capsys.readouterr()
+    recording = load_recording(rec_path)
+    assert recording.header.base_seed == 3 and len(recording.episodes) >= 4
+    assert all(replay_episode(recording, i).match for i in range(len(recording.episodes)))
+    assert main(["episodes", str(rec_path)]) == 0
+    assert "autoreset   disabled" in capsys.readouterr().out
