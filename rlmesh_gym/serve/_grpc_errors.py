@@ -11,13 +11,25 @@ from rlmesh_gym.serve.errors import (
     SessionBusyError,
 )
 
-__all__ = ["connect_error", "describe_rpc_error"]
+__all__ = ["connect_error", "describe_finished_call", "describe_rpc_error"]
 
 
 def describe_rpc_error(error: grpc.aio.AioRpcError, max_message_bytes: int) -> str:
     """A one-line account of a failed call, with a hint for the usual causes."""
-    code = error.code()
-    details = error.details() or ""
+    return _describe(error.code(), error.details() or "", max_message_bytes)
+
+
+async def describe_finished_call(call: grpc.aio.Call, fallback: BaseException, max_message_bytes: int) -> str:
+    """Why a call we tried to use had already ended (its status), else ``fallback``'s text."""
+    if call.done():
+        code = await call.code()
+        if code != grpc.StatusCode.OK:
+            return _describe(code, await call.details() or "", max_message_bytes)
+        return "transport error: connection closed (the peer ended the stream)"
+    return f"transport error: connection closed ({fallback})"
+
+
+def _describe(code: grpc.StatusCode | None, details: str, max_message_bytes: int) -> str:
     if code == grpc.StatusCode.UNAVAILABLE:
         return f"transport error: connection closed ({details or 'the peer went away'})"
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:

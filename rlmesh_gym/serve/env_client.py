@@ -34,7 +34,7 @@ import grpc
 from rlmesh_gym.proto import env_pb2, env_pb2_grpc
 from rlmesh_gym.runtime.errors import EnvRpcError
 from rlmesh_gym.runtime.seams import RuntimeEnv, RuntimeEnvReset, RuntimeEnvStep
-from rlmesh_gym.serve._grpc_errors import connect_error, describe_rpc_error
+from rlmesh_gym.serve._grpc_errors import connect_error, describe_finished_call, describe_rpc_error
 from rlmesh_gym.serve.auth import call_metadata, validate_token
 from rlmesh_gym.serve.endpoint import (
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -337,7 +337,7 @@ class RemoteEnv(RuntimeEnv):
                 self._broken = describe_rpc_error(error, self._max_message_bytes)
                 raise EnvRpcError(operation, step, self._broken) from error
             except (grpc.aio.UsageError, asyncio.InvalidStateError) as error:
-                self._broken = f"transport error: connection closed ({error})"
+                self._broken = await describe_finished_call(self._call, error, self._max_message_bytes)
                 raise EnvRpcError(operation, step, self._broken) from error
         answered = response.WhichOneof("kind")
         if answered not in (_EXPECTED_KIND[kind], "error"):

@@ -35,7 +35,7 @@ import grpc
 from rlmesh_gym.proto import env_pb2, model_pb2, model_pb2_grpc
 from rlmesh_gym.runtime.errors import ModelRpcError
 from rlmesh_gym.runtime.seams import RuntimeModel, RuntimeModelPrediction
-from rlmesh_gym.serve._grpc_errors import connect_error, describe_rpc_error
+from rlmesh_gym.serve._grpc_errors import connect_error, describe_finished_call, describe_rpc_error
 from rlmesh_gym.serve.auth import call_metadata, validate_token
 from rlmesh_gym.serve.endpoint import (
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -360,7 +360,7 @@ class RemoteModel(RuntimeModel):
                     self._fail(describe_rpc_error(error, self._max_message_bytes))
                     raise ModelRpcError(self.component_id, self._broken or str(error)) from error
                 except (grpc.aio.UsageError, asyncio.InvalidStateError) as error:
-                    self._fail(f"transport error: connection closed ({error})")
+                    self._fail(await describe_finished_call(self._call, error, self._max_message_bytes))
                     raise ModelRpcError(self.component_id, self._broken or str(error)) from error
             if self._request_timeout is None:
                 response = await reply

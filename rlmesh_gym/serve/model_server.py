@@ -200,6 +200,11 @@ class ModelServer(ServerLifecycle):
                     request = await anext(requests)
                 except StopAsyncIteration:
                     break
+                except (asyncio.CancelledError, grpc.aio.AbortError):
+                    raise
+                except Exception as error:
+                    # Bytes that do not parse as a JoinRequest: this stream cannot go on.
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed JoinRequest: {error}")
                 guard.busy()
                 response = await self._handle(request, stream)
                 closed = response.WhichOneof("kind") == "close"

@@ -198,11 +198,15 @@ def test_our_driver_with_remote_env_completes_episodes_against_rlmesh_env_server
         try:
             remote = await RemoteEnv.connect(upstream.address.removeprefix("tcp://"), connect_timeout=10)
             try:
-                report, completed = await drive(remote, RandomPolicy(seed=3, contract_or_spaces=remote.contract), EPISODES)
+                report, completed = await drive(
+                    remote, RandomPolicy(seed=3, contract_or_spaces=remote.contract), EPISODES
+                )
             finally:
                 await remote.close(5.0)
             local = GymVectorEnv(env_factory())
-            local_report, local_completed = await drive(local, RandomPolicy(seed=3, contract_or_spaces=local.contract), EPISODES)
+            local_report, local_completed = await drive(
+                local, RandomPolicy(seed=3, contract_or_spaces=local.contract), EPISODES
+            )
             await local.close(5.0)
         finally:
             upstream.shutdown()
