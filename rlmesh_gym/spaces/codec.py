@@ -15,9 +15,10 @@ Compile a ``SpaceCodec`` once per space and reuse it on the hot path::
     data = codec.encode_batch(observations, n)       # bytes for SpaceValue.bytes.data
     batch = codec.decode_batch(data, n)              # read-only numpy view for raw kinds
 
-Raw decodes are zero-copy, read-only views on ``data`` (copy them to write); raw encodes make
-exactly one copy (``ndarray.tobytes``). bfloat16 is the exception on both sides: its values are
-float32 arrays in Python and the top 16 bits of each float32 (truncated, as upstream) on the wire.
+Raw decodes are zero-copy views on ``data``, read-only for ``bytes`` (copy them to write). A raw
+encode of an ndarray already in the wire dtype and shape is one copy (``ndarray.tobytes``); a
+cast adds one more. bfloat16 is the exception on both sides: its values are float32 arrays in
+Python and the top 16 bits of each float32 (truncated, as upstream) on the wire.
 
 The codec checks structure (shapes, counts, node kinds, keys, exact dtype conversions), not the
 space's domain: bounds, Discrete ranges and Text charsets are ``gymnasium.Space.contains``'s job.
