@@ -112,7 +112,7 @@ class LeafPlan:
                 else:
                     info = np.iinfo(self.native)
                     self.lo_value, self.hi_value = int(info.min), int(info.max)
-        else:
+        elif self.kind != "multi_binary":
             raise ValueError(f"{self.description} is not a raw action kind")
 
     def batch_shape(self, rows: int) -> tuple[int, ...]:

@@ -21,12 +21,17 @@ _FORMS = (
 )
 
 
-def _is_torchscript(path: Path) -> bool:
-    # The same test torch.load uses: TorchScript zip archives carry a constants.pkl record.
+def _has_record(path: Path, record: str) -> bool:
+    """Whether ``path`` is a zip archive (torch's file format) holding ``record`` at its top folder."""
     if not zipfile.is_zipfile(path):
         return False
     with zipfile.ZipFile(path) as archive:
-        return any(name.endswith("/constants.pkl") or name == "constants.pkl" for name in archive.namelist())
+        return any(name == record or name.endswith(f"/{record}") for name in archive.namelist())
+
+
+def _is_torchscript(path: Path) -> bool:
+    # The same test torch.load uses: TorchScript archives carry a constants.pkl record.
+    return _has_record(path, "constants.pkl")
 
 
 def _state_dict(loaded: object) -> Mapping[str, Any] | None:
@@ -57,7 +62,7 @@ def load_policy_file(
         raise FileNotFoundError(f"TorchPolicy.load: {file} is not a file; expected {_FORMS}")
     if factory is not None and not callable(factory):
         raise TypeError(
-            f"TorchPolicy.load: factory must be a callable returning an nn.Module, got {factory!r}"
+            f"TorchPolicy.load: factory must be a callable returning an nn.Module for {file}, got {factory!r}"
         )
     if _is_torchscript(file):
         if factory is not None:
@@ -72,7 +77,10 @@ def load_policy_file(
     try:
         loaded = torch.load(file, map_location=device, weights_only=True)
     except pickle.UnpicklingError as error:
-        # weights_only refused a pickled object (typically a whole nn.Module).
+        if not _has_record(file, "data.pkl"):
+            # Not a torch.save archive at all; torch's own text would suggest weights_only=False.
+            raise ValueError(f"TorchPolicy.load: {file} could not be read as {_FORMS}") from error
+        # A torch.save archive that weights_only refused: it pickles objects (e.g. a whole module).
         if factory is not None:
             raise ValueError(
                 f"TorchPolicy.load: {file} holds a pickled Python object, not a state_dict for factory=; "

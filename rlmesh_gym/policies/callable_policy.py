@@ -62,4 +62,4 @@ class CallablePolicy(PolicyModel[None]):
         return self._encode_actions(actions, rows, f"policy function {self._name()}"), elapsed
 
     def _name(self) -> str:
-        return getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
+        return getattr(self.fn, "__name__", None) or type(self.fn).__name__

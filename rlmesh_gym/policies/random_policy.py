@@ -11,7 +11,7 @@ import numpy as np
 from rlmesh_gym.policies._contract import ContractOrSpaces, PolicySpaces
 from rlmesh_gym.policies._model import PolicyModel
 from rlmesh_gym.policies._spaces import box_bounds, multi_discrete_nvec
-from rlmesh_gym.proto import model_pb2
+from rlmesh_gym.proto import env_pb2, model_pb2
 from rlmesh_gym.spaces.codec import SpaceCodec
 
 __all__ = ["RandomPolicy"]
@@ -131,6 +131,11 @@ class RandomPolicy(PolicyModel[np.random.Generator]):
         *,
         component_id: str = "model",
     ) -> None:
+        if isinstance(seed, (env_pb2.EnvContract, tuple, list)):
+            raise TypeError(
+                "RandomPolicy: the first argument is the seed; pass the contract as "
+                "RandomPolicy(seed, contract) or RandomPolicy(contract_or_spaces=contract)"
+            )
         self._sampler: _Sampler | None = None
         super().__init__(
             contract_or_spaces, seed=seed, component_id=component_id, rng_factory=np.random.default_rng

@@ -120,13 +120,17 @@ def _distribution_mode(dist: Distribution) -> torch.Tensor:
         probs = dist.probs
         return nn.functional.one_hot(probs.argmax(-1), probs.shape[-1]).to(probs.dtype)
     try:
-        return dist.mode
+        mode = dist.mode
     except NotImplementedError:
-        pass
+        mode = None
+    # torch marks "no unique mode" with NaN (e.g. Uniform, Beta with a concentration < 1).
+    if mode is not None and not (mode.is_floating_point() and torch.isnan(mode).any()):
+        return mode
     try:
-        return dist.mean
+        mean = dist.mean
     except NotImplementedError:
         raise TypeError(f"{type(dist).__name__} implements neither mode nor mean") from None
+    return mean if mode is None else torch.where(torch.isnan(mode), mean, mode)
 
 
 def _distribution_sample(dist: Distribution, generator: torch.Generator) -> torch.Tensor:
@@ -462,7 +466,7 @@ class TorchPolicy(PolicyModel[torch.Generator]):
         policy = self.policy
         if isinstance(policy, nn.Module):
             return type(policy).__name__
-        return getattr(policy, "__qualname__", None) or type(policy).__name__
+        return getattr(policy, "__name__", None) or type(policy).__name__
 
 
 def _describe_observations(observations: object) -> str:
