@@ -105,7 +105,9 @@ class EnvRpcError(RuntimeDriverError):
         return self._recoverable
 
     @classmethod
-    def wrap(cls, operation: str, step: int, error: BaseException, *, recoverable: bool = False) -> EnvRpcError:
+    def wrap(
+        cls, operation: str, step: int, error: BaseException, *, recoverable: bool = False
+    ) -> EnvRpcError:
         """An ``EnvRpcError`` whose message is ``str(error)`` and whose ``__cause__`` is ``error``."""
         wrapped = cls(operation, step, str(error) or type(error).__name__, recoverable=recoverable)
         wrapped.__cause__ = error

@@ -1,0 +1,317 @@
+"""The events the driver hands to :class:`~rlmesh_gym.runtime.hooks.RuntimeHooks`.
+
+Every event carries the seed's fields with the seed's meaning (runtime.md §4.2/§4.3).
+Single-valued lane fields (``episode_id``, ``episode_record_id``, ``step``, ``env_index``)
+describe **lane 0**, as upstream. Extensions are added after the seed's fields, with
+defaults, and never change a seed field:
+
+* :class:`EpisodeCompletedEvent` ``.metadata``: the env's whole ``EpisodeMetadata`` (``seed``,
+  timestamps included);
+* :class:`StepCompletedEvent` ``.response`` (the env's whole ``StepResponse``),
+  ``.episode_ids`` and ``.episode_record_ids`` (every lane, taken after the step was recorded
+  and before episode ids rolled, so they name the episodes the step belonged to).
+
+Payloads (``observation``, ``action``) are the raw message bytes (``bytes``), or ``None`` when
+there is none. Protobuf fields (``action_space``, ``observation_space``, ``metadata``,
+``response``, ``final_info``) are the driver's own messages, shared, not copied: treat them
+as read-only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from rlmesh_gym.proto import env_pb2, spaces_pb2
+
+__all__ = [
+    "ActionReceivedEvent",
+    "EnvConnectedEvent",
+    "EpisodeCompletedEvent",
+    "EpisodeStartedEvent",
+    "LogEvent",
+    "LogLevel",
+    "MetricKind",
+    "MetricSummary",
+    "ModelConnectedEvent",
+    "ObservationEmittedEvent",
+    "RuntimeRouteContext",
+    "SessionEndedEvent",
+    "SessionFailedEvent",
+    "SessionStartedEvent",
+    "StepCompletedEvent",
+    "TelemetrySummaryEvent",
+    "TelemetryWindowEvent",
+    "TimingSummary",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeRouteContext:
+    """The ``route`` of every event: route id and the two endpoint ids."""
+
+    route_id: str = ""
+    env_component_id: str = ""
+    model_component_id: str = ""
+
+
+class LogLevel(Enum):
+    """Level of a :class:`LogEvent`."""
+
+    DEBUG = "debug"
+    INFO = "info"
+    WARN = "warn"
+    ERROR = "error"
+
+
+class MetricKind(Enum):
+    """Kind of a non-duration operation metric; ``BYTE_COUNT`` sorts before ``NUMBER``."""
+
+    BYTE_COUNT = 0
+    NUMBER = 1
+
+
+@dataclass(frozen=True, slots=True)
+class EnvConnectedEvent:
+    """The owner connected the env (the driver never fires this)."""
+
+    session_id: str
+    route: RuntimeRouteContext
+    env_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConnectedEvent:
+    """The owner connected the model (the driver never fires this)."""
+
+    session_id: str
+    route: RuntimeRouteContext
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStartedEvent:
+    """First event of a run, before the cold reset."""
+
+    session_id: str
+    route: RuntimeRouteContext
+    env_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEndedEvent:
+    """The run ended normally (``max_episodes`` reached, or a requested stop)."""
+
+    session_id: str
+    route: RuntimeRouteContext
+    reason: str
+    total_steps: int
+    total_episodes: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFailedEvent:
+    """The run failed after validation; ``reason`` is the error's text."""
+
+    session_id: str
+    route: RuntimeRouteContext
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class LogEvent:
+    """A log line for the hooks (the driver sends one, after the cold reset)."""
+
+    session_id: str
+    route: RuntimeRouteContext
+    level: LogLevel
+    message: str
+    source: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeStartedEvent:
+    """An episode id the route had not seen before appeared on a lane."""
+
+    session_id: str
+    route: RuntimeRouteContext
+    episode_id: str
+    episode_record_id: str
+    """``ep-000001``-style id, unique within the route."""
+    episode_index: int
+    """Route-global counter, from 1."""
+    env_index: int
+    """The lane (position in the env's ``episode_ids``)."""
+    started_from_auto_reset: bool
+    """False only for the cold reset's episodes (true for driver-issued DISABLED resets too)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeCompletedEvent:
+    """One ``StepResponse.completed_episodes`` entry."""
+
+    session_id: str
+    route: RuntimeRouteContext
+    episode_id: str
+    episode_record_id: str
+    """``""`` if the route never saw this episode start."""
+    episode_index: int
+    """0 if the route never saw this episode start."""
+    env_index: int
+    """From the env's metadata."""
+    step_count: int
+    cumulative_reward: float
+    terminated: bool
+    truncated: bool
+    duration_ms: int
+    final_info: spaces_pb2.MetaMap | None
+    metadata: env_pb2.EpisodeMetadata | None = None
+    """Extension: the env's whole ``EpisodeMetadata`` (its ``seed`` in particular)."""
+
+
+@dataclass(slots=True)
+class ActionReceivedEvent:
+    """The model's action for one driver step (fields from the snapshot before predict)."""
+
+    session_id: str
+    route: RuntimeRouteContext
+    episode_id: str
+    episode_record_id: str
+    episode_ids: list[str]
+    """Every lane's episode id (``""`` for none)."""
+    episode_record_ids: list[str]
+    step: int
+    """Lane 0's step before predict + 1."""
+    env_index: int
+    action_space: spaces_pb2.SpaceSpec
+    action: bytes | None
+    """Raw action bytes; after ``transform_action``, the transformed ones."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepCompletedEvent:
+    """One driver step finished (lane fields after the step was recorded, before rolls)."""
+
+    session_id: str
+    route: RuntimeRouteContext
+    episode_id: str
+    episode_record_id: str
+    step: int
+    env_index: int
+    rewards: list[float]
+    response: env_pb2.StepResponse | None = None
+    """Extension: the env's whole ``StepResponse``."""
+    episode_ids: list[str] = field(default_factory=list)
+    """Extension: every lane's episode id the step belonged to."""
+    episode_record_ids: list[str] = field(default_factory=list)
+    """Extension: every lane's episode record id the step belonged to."""
+
+
+@dataclass(slots=True)
+class ObservationEmittedEvent:
+    """An observation about to be sent to the model (snapshot at emission)."""
+
+    session_id: str
+    route: RuntimeRouteContext
+    episode_id: str
+    episode_record_id: str
+    episode_ids: list[str]
+    episode_record_ids: list[str]
+    step: int
+    env_index: int
+    is_reset: bool
+    """True for the cold reset and every driver-issued (DISABLED-path) reset."""
+    num_envs: int
+    observation_space: spaces_pb2.SpaceSpec
+    observation: bytes | None
+    """Raw observation bytes; after ``transform_observation``, exactly what the model gets."""
+
+
+@dataclass(frozen=True, slots=True)
+class TimingSummary:
+    """Duration statistics of one (operation, component, name) key, in milliseconds."""
+
+    operation: str
+    component_id: str
+    name: str
+    sample_count: int
+    avg_ms: float | None
+    p50_ms: float | None
+    p95_ms: float | None
+    p99_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSummary:
+    """Statistics of one non-duration operation metric."""
+
+    operation: str
+    component_id: str
+    name: str
+    kind: MetricKind
+    sample_count: int
+    avg: float | None
+    p50: float | None
+    p95: float | None
+    p99: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetryWindowEvent:
+    """Telemetry of the steps since the previous window (at most one per ``telemetry_window``)."""
+
+    session_id: str
+    route: RuntimeRouteContext
+    window_seconds: int
+    """Whole seconds the window was open, at least 1."""
+    sample_count: int
+    """Driver steps in the window."""
+    steps_per_second: float | None
+    request_bytes_per_second: float | None
+    response_bytes_per_second: float | None
+    timings: list[TimingSummary]
+    metrics: list[MetricSummary]
+    env_latency_ms_avg: float | None
+    env_latency_ms_p50: float | None
+    env_latency_ms_p95: float | None
+    env_latency_ms_p99: float | None
+    model_latency_ms_avg: float | None
+    model_latency_ms_p50: float | None
+    model_latency_ms_p95: float | None
+    model_latency_ms_p99: float | None
+    round_trip_ms_avg: float | None
+    round_trip_ms_p50: float | None
+    round_trip_ms_p95: float | None
+    round_trip_ms_p99: float | None
+    reconnects: int = 0
+    drops: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetrySummaryEvent:
+    """Telemetry of the whole session, sent once on the normal end."""
+
+    session_id: str
+    route: RuntimeRouteContext
+    total_seconds: int
+    """Whole seconds since the session's timing began, at least 1."""
+    sample_count: int
+    """Driver steps of the session."""
+    steps_per_second: float | None
+    request_bytes_per_second: float | None
+    response_bytes_per_second: float | None
+    timings: list[TimingSummary]
+    metrics: list[MetricSummary]
+    env_latency_ms_avg: float | None
+    env_latency_ms_p50: float | None
+    env_latency_ms_p95: float | None
+    env_latency_ms_p99: float | None
+    model_latency_ms_avg: float | None
+    model_latency_ms_p50: float | None
+    model_latency_ms_p95: float | None
+    model_latency_ms_p99: float | None
+    round_trip_ms_avg: float | None
+    round_trip_ms_p50: float | None
+    round_trip_ms_p95: float | None
+    round_trip_ms_p99: float | None
+    reconnects: int = 0
+    drops: int = 0

@@ -1,0 +1,415 @@
+"""Per-route state: lane slots, the episode record registry, counters and request ids.
+
+Faithful to the seed's ``state`` module (runtime.md §3):
+
+* one slot per lane: ``env_index``, current episode (id, record id), ``step`` (driver steps
+  since the lane's episode began) and ``reset`` (the lane's next observation is a fresh
+  reset observation); slots start at ``step=0, reset=True`` with no episode;
+* one episode record registry per route, shared by the lanes: a new env episode id gets
+  the next route-global index and the record id ``ep-000001``, ``ep-000002``, ...; a reused id
+  keeps its record and is not reported as started again;
+* request ids ``<session>:<route>:<phase>:<seq:06>``, one sequence per route, used up by every
+  predict request and by the close-route request;
+* snapshots are lane-0-centric for their single-valued fields.
+
+>>> state = RouteState("session", "route", num_envs=2)
+>>> [started.record.record_id for started in state.start_episodes(["a", "b"], False)]
+['ep-000001', 'ep-000002']
+>>> state.next_request_id("reset")
+'session:route:reset:000001'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from rlmesh_gym.proto import common_pb2, model_pb2
+from rlmesh_gym.runtime.events import RuntimeRouteContext
+
+if TYPE_CHECKING:
+    from rlmesh_gym.runtime.spec import RuntimeSessionSpec
+
+__all__ = [
+    "EpisodeRecord",
+    "EpisodeRegistry",
+    "RequestPhase",
+    "RouteSnapshot",
+    "RouteState",
+    "SlotState",
+    "StartedEpisode",
+]
+
+_INT32_MAX = (1 << 31) - 1
+
+
+def _varint(value: int) -> bytes:
+    """Protobuf base-128 varint of a non-negative integer."""
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _field(tag: bytes, data: bytes) -> bytes:
+    """A length-delimited field (empty when ``data`` is, as proto3 writes defaults)."""
+    return tag + _varint(len(data)) + data if data else b""
+
+
+# PredictContext / PredictSlot wire pieces. Contexts are built as bytes and parsed once: one
+# C-level parse is much cheaper than a Python-level message construction per slot.
+_SLOT_TAG = b"\x22"  # PredictContext.slots (4, length-delimited)
+_STEP_TABLE_SIZE = 4096
+_STEP_FIELDS = tuple(
+    b"\x18" + _varint(step) if step else b"" for step in range(_STEP_TABLE_SIZE)
+)  # slot.step
+_RESET_FIELD = b"\x20\x01"  # PredictSlot.reset = true
+_SLOT_HEADERS = tuple(_SLOT_TAG + _varint(size) for size in range(128))
+
+
+def _slot_prefix(env_index: int, episode_id: str) -> bytes:
+    """PredictSlot fields 1 and 2 of a lane."""
+    index_field = b"\x08" + _varint(env_index) if env_index else b""
+    return index_field + _field(b"\x12", episode_id.encode("utf-8"))
+
+
+class RequestPhase(str, Enum):
+    """The phase part of a request id."""
+
+    RESET_OBSERVATION = "reset_observation"
+    STEP_OBSERVATION = "step_observation"
+    CLOSE_ROUTE = "close_route"
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeRecord:
+    """What the route remembers of an env episode id."""
+
+    record_id: str
+    index: int
+    env_index: int
+    started_from_auto_reset: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StartedEpisode:
+    """An episode id seen for the first time, with its new record."""
+
+    episode_id: str
+    record: EpisodeRecord
+
+
+@dataclass(frozen=True, slots=True)
+class SlotState:
+    """One lane's slot (``episode_id == ""`` when the lane has no episode)."""
+
+    env_index: int
+    episode_id: str
+    episode_record_id: str
+    step: int
+    reset: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RouteSnapshot:
+    """Every lane's episode ids plus lane 0's episode, step, index and reset flag."""
+
+    episode_ids: list[str]
+    episode_record_ids: list[str]
+    episode_id: str
+    episode_record_id: str
+    step: int
+    env_index: int
+    reset: bool
+
+
+class EpisodeRegistry:
+    """Env episode id -> :class:`EpisodeRecord`, for one route; records are never deleted."""
+
+    __slots__ = ("_records", "_next_index")
+
+    def __init__(self) -> None:
+        self._records: dict[str, EpisodeRecord] = {}
+        self._next_index = 1
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def get(self, episode_id: str) -> EpisodeRecord | None:
+        """The record of ``episode_id``, or ``None`` if the route never saw it."""
+        return self._records.get(episode_id)
+
+    def ensure_for_slots(
+        self, episode_ids: Sequence[str], started_from_auto_reset: bool
+    ) -> tuple[list[str], list[StartedEpisode]]:
+        """Record ids aligned with ``episode_ids`` (``""`` for an empty id), and the new ones.
+
+        A new id gets ``env_index`` = its position and the given ``started_from_auto_reset``.
+        """
+        record_ids: list[str] = []
+        started: list[StartedEpisode] = []
+        for position, episode_id in enumerate(episode_ids):
+            record_ids.append(self.ensure(episode_id, position, started_from_auto_reset, started))
+        return record_ids, started
+
+    def ensure(
+        self, episode_id: str, env_index: int, started_from_auto_reset: bool, started: list[StartedEpisode]
+    ) -> str:
+        """The record id of ``episode_id`` (``""`` if empty); a new one is appended to ``started``."""
+        if not episode_id:
+            return ""
+        record = self._records.get(episode_id)
+        if record is None:
+            index = self._next_index
+            self._next_index = index + 1
+            record = EpisodeRecord(f"ep-{index:06d}", index, env_index, started_from_auto_reset)
+            self._records[episode_id] = record
+            started.append(StartedEpisode(episode_id, record))
+        return record.record_id
+
+
+class RouteState:
+    """Slots, counters, episode records and request ids of one route."""
+
+    __slots__ = (
+        "session_id",
+        "route_id",
+        "env_component_id",
+        "model_component_id",
+        "num_envs",
+        "registry",
+        "request_seq",
+        "total_steps",
+        "total_episodes",
+        "_request_prefix",
+        "_context_head",
+        "_slot_prefixes",
+        "_env_indices",
+        "_episode_ids",
+        "_record_ids",
+        "_starts",
+        "_resets",
+        "_any_reset",
+    )
+
+    def __init__(
+        self,
+        session_id: str,
+        route_id: str,
+        num_envs: int = 1,
+        env_component_id: str = "env",
+        model_component_id: str = "model",
+    ) -> None:
+        lanes = max(1, num_envs)
+        self.session_id = session_id
+        self.route_id = route_id
+        self.env_component_id = env_component_id
+        self.model_component_id = model_component_id
+        self.num_envs = lanes
+        self.registry = EpisodeRegistry()
+        self.request_seq = 0
+        self.total_steps = 0
+        self.total_episodes = 0
+        self._request_prefix = f"{session_id}:{route_id}:"
+        self._context_head = _field(b"\x0a", session_id.encode("utf-8")) + _field(
+            b"\x12", route_id.encode("utf-8")
+        )
+        self._env_indices = [min(lane, _INT32_MAX) for lane in range(lanes)]
+        self._slot_prefixes = [_slot_prefix(env_index, "") for env_index in self._env_indices]
+        self._episode_ids = [""] * lanes
+        self._record_ids = [""] * lanes
+        # A lane's step is total_steps - its start, so record_step() is O(1).
+        self._starts = [0] * lanes
+        self._resets = [True] * lanes
+        self._any_reset = True
+
+    @classmethod
+    def from_spec(cls, spec: RuntimeSessionSpec) -> RouteState:
+        """The state of a session spec's route."""
+        return cls(
+            spec.session_id, spec.route_id, spec.num_envs, spec.env_component_id, spec.model_component_id
+        )
+
+    def route_context(self) -> RuntimeRouteContext:
+        """The ``route`` of this route's events."""
+        return RuntimeRouteContext(self.route_id, self.env_component_id, self.model_component_id)
+
+    # -- episodes -------------------------------------------------------------------------
+
+    def start_episodes(
+        self, episode_ids: Sequence[str], started_from_auto_reset: bool
+    ) -> list[StartedEpisode]:
+        """Adopt a full reset's ids: every lane restarts (``step=0, reset=True``)."""
+        record_ids, started = self.registry.ensure_for_slots(episode_ids, started_from_auto_reset)
+        self._sync_slots(episode_ids, record_ids, force_reset=True)
+        return started
+
+    def observe_episode_ids(self, episode_ids: Sequence[str]) -> list[StartedEpisode]:
+        """Adopt a step's (or partial reset's) ids: only lanes whose id rolled restart."""
+        if episode_ids == self._episode_ids:
+            return []  # the common step: every id known and unchanged, nothing to do
+        ids = list(episode_ids)
+        if len(ids) != self.num_envs:
+            record_ids, started = self.registry.ensure_for_slots(ids, True)
+            self._sync_slots(ids, record_ids, force_reset=False)
+            return started
+        # Full width: an unchanged id is already registered and its slot already synced, so
+        # only the lanes that changed need the registry and a sync (same result, in lane order).
+        started: list[StartedEpisode] = []
+        for lane, (episode_id, previous) in enumerate(zip(ids, self._episode_ids, strict=True)):
+            if episode_id != previous:
+                record_id = self.registry.ensure(episode_id, lane, True, started)
+                self._sync_lane(lane, episode_id, record_id, force_reset=False)
+        return started
+
+    def _sync_slots(self, episode_ids: Sequence[str], record_ids: list[str], *, force_reset: bool) -> None:
+        # Upstream also stores each slot's record index and auto-reset flag; nothing reads
+        # them, so they are not kept here.
+        known = len(episode_ids)
+        for lane in range(self.num_envs):
+            if lane < known:
+                self._sync_lane(lane, episode_ids[lane], record_ids[lane], force_reset=force_reset)
+            else:
+                self._sync_lane(lane, "", "", force_reset=force_reset)
+
+    def _sync_lane(self, lane: int, episode_id: str, record_id: str, *, force_reset: bool) -> None:
+        previous = self._episode_ids[lane]
+        if episode_id != previous:
+            self._slot_prefixes[lane] = _slot_prefix(self._env_indices[lane], episode_id)
+        # An empty id leaves the lane without an episode but does not reset its step.
+        rolled = bool(episode_id) and episode_id != previous
+        self._episode_ids[lane] = episode_id
+        self._record_ids[lane] = record_id
+        if force_reset or rolled:
+            self._starts[lane] = self.total_steps
+            self._resets[lane] = True
+            self._any_reset = True
+
+    def record_step(self) -> None:
+        """One driver step: every lane's ``step`` + 1 and ``reset`` = False."""
+        self.total_steps += 1
+        if self._any_reset:
+            self._resets = [False] * self.num_envs
+            self._any_reset = False
+
+    def complete_episode(self, episode_id: str) -> EpisodeRecord | None:
+        """Count one completed episode (always) and return its record, if the route knows it."""
+        self.total_episodes += 1
+        return self.registry.get(episode_id)
+
+    # -- views ----------------------------------------------------------------------------
+
+    @property
+    def step(self) -> int:
+        """Lane 0's step (the ``step`` of snapshots and error messages)."""
+        return self.total_steps - self._starts[0]
+
+    @property
+    def episode_id(self) -> str:
+        """Lane 0's episode id (``""`` for none)."""
+        return self._episode_ids[0]
+
+    @property
+    def episode_record_id(self) -> str:
+        """Lane 0's episode record id (``""`` for none)."""
+        return self._record_ids[0]
+
+    def episode_ids(self) -> list[str]:
+        """Every lane's episode id (``""`` for none), as a new list."""
+        return list(self._episode_ids)
+
+    def episode_record_ids(self) -> list[str]:
+        """Every lane's episode record id (``""`` for none), as a new list."""
+        return list(self._record_ids)
+
+    def lane_steps(self) -> list[int]:
+        """Every lane's step."""
+        total = self.total_steps
+        return [total - start for start in self._starts]
+
+    def slots(self) -> list[SlotState]:
+        """Every lane's slot, in lane order."""
+        total = self.total_steps
+        return [
+            SlotState(env_index, episode_id, record_id, total - start, reset)
+            for env_index, episode_id, record_id, start, reset in zip(
+                self._env_indices,
+                self._episode_ids,
+                self._record_ids,
+                self._starts,
+                self._resets,
+                strict=True,
+            )
+        ]
+
+    def snapshot(self) -> RouteSnapshot:
+        """Every lane's ids plus lane 0's episode, step, env index and reset flag."""
+        return RouteSnapshot(
+            list(self._episode_ids),
+            list(self._record_ids),
+            self._episode_ids[0],
+            self._record_ids[0],
+            self.total_steps - self._starts[0],
+            self._env_indices[0],
+            self._resets[0],
+        )
+
+    # -- requests -------------------------------------------------------------------------
+
+    def next_request_id(self, phase: RequestPhase | str) -> str:
+        """Use up the next request id: ``<session>:<route>:<phase>:<seq:06>``."""
+        self.request_seq += 1
+        text = phase.value if isinstance(phase, RequestPhase) else phase
+        return f"{self._request_prefix}{text}:{self.request_seq:06d}"
+
+    def fill_context(self, context: model_pb2.PredictContext, phase: RequestPhase | str) -> None:
+        """Write a fresh context (next request id, every slot as it is now) into ``context``."""
+        request_id = self.next_request_id(phase).encode("utf-8")
+        total = self.total_steps
+        steps = _STEP_FIELDS
+        bodies = [
+            prefix + (steps[step] if (step := total - start) < _STEP_TABLE_SIZE else b"\x18" + _varint(step))
+            for prefix, start in zip(self._slot_prefixes, self._starts, strict=True)
+        ]
+        if self._any_reset:
+            for lane, reset in enumerate(self._resets):
+                if reset:
+                    bodies[lane] += _RESET_FIELD
+        headers = _SLOT_HEADERS
+        context.ParseFromString(
+            b"".join(
+                [
+                    self._context_head,
+                    b"\x1a",
+                    _varint(len(request_id)),
+                    request_id,
+                    *[
+                        (headers[len(body)] if len(body) < 128 else _SLOT_TAG + _varint(len(body))) + body
+                        for body in bodies
+                    ],
+                ]
+            )
+        )
+
+    def predict_request(
+        self, observation: bytes | common_pb2.MessageBytes | None, phase: RequestPhase | str
+    ) -> model_pb2.PredictRequest:
+        """A predict request for ``observation`` (absent if ``None``); uses up a request id."""
+        request = model_pb2.PredictRequest()
+        self.fill_context(request.context, phase)
+        if observation is not None:
+            if isinstance(observation, bytes):
+                request.observation.bytes.data = observation
+            else:
+                request.observation.bytes.CopyFrom(observation)
+        return request
+
+    def close_route_request(self, reason: str) -> model_pb2.CloseRouteRequest:
+        """The ``CloseRouteRequest`` of this route (phase ``close_route``); uses up a request id."""
+        request = model_pb2.CloseRouteRequest(reason=reason)
+        self.fill_context(request.context, RequestPhase.CLOSE_ROUTE)
+        return request
