@@ -1,0 +1,153 @@
+"""``rlmesh-gym eval``: evaluate a policy on an env and print a summary table (or JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+__all__ = ["register", "run"]
+
+DEFAULT_ENV_ID = "CartPole-v1"
+DEFAULT_EPISODES = 100
+DEFAULT_NUM_ENVS = 8
+DEFAULT_SEED = 0
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``eval`` subcommand."""
+    parser = subparsers.add_parser(
+        "eval",
+        help="evaluate a policy on a Gymnasium env (default: CartPole-v1 with the shipped trained policy)",
+        description=(
+            "Evaluate a policy on a Gymnasium env through the rlmesh runtime driver and print a summary. "
+            "Episodes are split over the lanes by per-lane quotas, so short episodes are not "
+            "over-sampled; the same env, policy, seed and lane count give the same episodes."
+        ),
+    )
+    parser.add_argument(
+        "env_id",
+        nargs="?",
+        default=DEFAULT_ENV_ID,
+        metavar="ENV_ID",
+        help=f"a registered Gymnasium env id (default: {DEFAULT_ENV_ID})",
+    )
+    parser.add_argument(
+        "--policy",
+        default=None,
+        metavar="PATH|module:attr|random",
+        help=(
+            "a saved policy file, 'package.module:attr' (an nn.Module, a factory, a RuntimeModel or a "
+            "numpy callable), 'random', or 'pretrained:NAME' (default: the shipped policy for ENV_ID)"
+        ),
+    )
+    parser.add_argument(
+        "--episodes",
+        type=int,
+        default=DEFAULT_EPISODES,
+        metavar="K",
+        help=f"episodes to evaluate (default: {DEFAULT_EPISODES})",
+    )
+    parser.add_argument(
+        "--num-envs",
+        type=int,
+        default=DEFAULT_NUM_ENVS,
+        metavar="N",
+        help=f"lanes of the vector env (default: {DEFAULT_NUM_ENVS})",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=DEFAULT_SEED,
+        metavar="S",
+        help=f"base seed of the reset seeds (default: {DEFAULT_SEED})",
+    )
+    parser.add_argument(
+        "--autoreset",
+        default="next_step",
+        choices=("next_step", "same_step", "disabled"),
+        type=str.lower,
+        metavar="MODE",
+        help="autoreset mode: next_step (default), same_step or disabled",
+    )
+    parser.add_argument(
+        "--vectorization",
+        default="sync",
+        choices=("sync", "async"),
+        type=str.lower,
+        help="sync (default) or async (one subprocess per lane)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
+    parser.add_argument(
+        "--record", default=None, metavar="FILE", help="record the episodes to FILE (msgpack)"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="never show the progress bar")
+    parser.add_argument("--device", default="cpu", help="torch device of the policy (default: cpu)")
+    parser.add_argument(
+        "--allow-pickle",
+        action="store_true",
+        help="allow a --policy file holding a whole pickled module (runs code from the file)",
+    )
+    parser.set_defaults(func=run)
+
+
+def _error(message: str, code: int) -> int:
+    print(f"rlmesh-gym: error: {message}", file=sys.stderr)
+    return code
+
+
+def _default_policy(env_id: str) -> str | None:
+    from rlmesh_gym.policies.pretrained import PRETRAINED
+
+    for name, entry in sorted(PRETRAINED.items()):
+        if entry.env_id == env_id:
+            return f"pretrained:{name}"
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Carry out ``rlmesh-gym eval``; return the exit code."""
+    if args.episodes < 1:
+        return _error(f"--episodes must be at least 1, got {args.episodes}", 2)
+    if args.num_envs < 1:
+        return _error(f"--num-envs must be at least 1, got {args.num_envs}", 2)
+    policy = args.policy
+    if policy is None:
+        policy = _default_policy(args.env_id)
+        if policy is None:
+            return _error(
+                f"no --policy given and no shipped policy for {args.env_id!r}; pass --policy PATH, "
+                "--policy package.module:attr or --policy random",
+                2,
+            )
+
+    from rlmesh_gym.evaluation import EvaluationError, evaluate
+    from rlmesh_gym.runtime import RuntimeDriverError
+
+    try:
+        result = evaluate(
+            args.env_id,
+            policy,
+            episodes=args.episodes,
+            num_envs=args.num_envs,
+            seed=args.seed,
+            autoreset=args.autoreset,
+            vectorization=args.vectorization,
+            progress=not (args.no_progress or args.json),
+            record=args.record,
+            device=args.device,
+            allow_pickle=args.allow_pickle,
+        )
+    except KeyboardInterrupt:
+        return _error("interrupted", 130)
+    except EvaluationError as exc:
+        return _error(str(exc), 1)
+    except (ValueError, TypeError, OSError, ImportError, RuntimeDriverError) as exc:
+        return _error(str(exc), 2)
+    except Exception as exc:  # anything else raised while building the env or loading the policy
+        return _error(f"{type(exc).__name__}: {exc}", 2)
+    if args.json:
+        print(result.to_json(indent=2))
+    else:
+        print(result)
+    return 0

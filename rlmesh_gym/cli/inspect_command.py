@@ -1,0 +1,100 @@
+"""``rlmesh-gym inspect``: print the rlmesh contract of a Gymnasium env."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+__all__ = ["contract_summary", "register", "run"]
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``inspect`` subcommand."""
+    parser = subparsers.add_parser(
+        "inspect",
+        help="print the rlmesh contract of a Gymnasium env (spaces, autoreset, lanes, metadata)",
+        description="Build ENV_ID as a vector env and print the contract the rlmesh runtime sees.",
+    )
+    parser.add_argument("env_id", metavar="ENV_ID", help="a registered Gymnasium env id")
+    parser.add_argument("--num-envs", type=int, default=1, metavar="N", help="lanes (default: 1)")
+    parser.add_argument(
+        "--autoreset",
+        default="next_step",
+        choices=("next_step", "same_step", "disabled"),
+        type=str.lower,
+        metavar="MODE",
+        help="autoreset mode: next_step (default), same_step or disabled",
+    )
+    parser.add_argument("--json", action="store_true", help="print the contract as JSON")
+    parser.set_defaults(func=run)
+
+
+def contract_summary(contract: Any) -> dict[str, Any]:
+    """The readable parts of an ``EnvContract``: spaces as gymnasium reprs, metadata as Python values."""
+    from rlmesh_gym.evaluation._resolve import autoreset_name
+    from rlmesh_gym.spaces import gym_space
+    from rlmesh_gym.spaces.meta import from_meta_map
+
+    return {
+        "id": contract.id,
+        "num_envs": int(contract.num_envs),
+        "autoreset": autoreset_name(contract.autoreset_mode),
+        "render_mode": contract.render_mode or None,
+        "observation_space": repr(gym_space(contract.observation_space, name="observation_space")),
+        "action_space": repr(gym_space(contract.action_space, name="action_space")),
+        "metadata": from_meta_map(contract.metadata) if contract.HasField("metadata") else {},
+    }
+
+
+def _format(summary: dict[str, Any]) -> str:
+    rows = [
+        ("id", summary["id"]),
+        ("num_envs", str(summary["num_envs"])),
+        ("autoreset", summary["autoreset"]),
+        ("render_mode", summary["render_mode"] or "(none)"),
+        ("observation_space", summary["observation_space"]),
+        ("action_space", summary["action_space"]),
+    ]
+    width = max(len(name) for name, _ in rows)
+    lines = [f"{name:<{width}}  {value}" for name, value in rows]
+    metadata = summary["metadata"]
+    if metadata:
+        lines.append("metadata")
+        key_width = max(len(str(key)) for key in metadata)
+        lines.extend(f"  {key!s:<{key_width}}  {value!r}" for key, value in sorted(metadata.items()))
+    else:
+        lines.append(f"{'metadata':<{width}}  (none)")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Carry out ``rlmesh-gym inspect``; return the exit code."""
+    if args.num_envs < 1:
+        print(f"rlmesh-gym: error: --num-envs must be at least 1, got {args.num_envs}", file=sys.stderr)
+        return 2
+    from rlmesh_gym.evaluation._resolve import resolve_env
+
+    try:
+        resolved = resolve_env(
+            args.env_id,
+            num_envs=args.num_envs,
+            autoreset=args.autoreset,
+            vectorization="sync",
+            env_kwargs=None,
+        )
+    except Exception as exc:  # unknown ids and env constructors that fail: report, no traceback
+        message = str(exc) if isinstance(exc, (ValueError, TypeError)) else f"{type(exc).__name__}: {exc}"
+        print(f"rlmesh-gym: error: {message}", file=sys.stderr)
+        return 2
+    try:
+        summary = contract_summary(resolved.env.contract)
+    finally:
+        asyncio.run(resolved.env.close(5.0))
+    if args.json:
+        print(json.dumps(summary, indent=2, default=repr))
+    else:
+        print(_format(summary))
+    return 0

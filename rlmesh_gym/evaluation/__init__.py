@@ -1,0 +1,22 @@
+"""Evaluate a policy on an environment: reproducible, unbiased, one call.
+
+>>> from rlmesh_gym.evaluation import evaluate
+>>> result = evaluate("CartPole-v1", "pretrained:cartpole", episodes=8, num_envs=4, seed=0, progress=False)
+>>> result.mean_return, result.episodes_per_lane
+(500.0, (2, 2, 2, 2))
+"""
+
+from rlmesh_gym.evaluation._evaluate import EvaluationError, default_ids, evaluate, evaluate_async
+from rlmesh_gym.evaluation._quotas import EpisodeQuotas, lane_quotas
+from rlmesh_gym.evaluation._result import EvalResult, EvalTimings
+
+__all__ = [
+    "EpisodeQuotas",
+    "EvalResult",
+    "EvalTimings",
+    "EvaluationError",
+    "default_ids",
+    "evaluate",
+    "evaluate_async",
+    "lane_quotas",
+]

@@ -1,0 +1,429 @@
+"""``evaluate()``: run a policy on an env for K episodes through the runtime driver."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from rlmesh_gym.evaluation._blocking import run_blocking
+from rlmesh_gym.evaluation._progress import EpisodeProgress, progress_wanted
+from rlmesh_gym.evaluation._quotas import EpisodeQuotas, lane_quotas
+from rlmesh_gym.evaluation._resolve import ResolvedEnv, describe_policy, resolve_env, resolve_policy
+from rlmesh_gym.evaluation._result import EvalResult, EvalTimings
+from rlmesh_gym.records import EpisodeRecord
+from rlmesh_gym.runtime import (
+    CancellationToken,
+    InvalidSpecError,
+    RuntimeDriver,
+    RuntimeDriverError,
+    RuntimeHooks,
+    RuntimeLimits,
+    RuntimeSessionSpec,
+)
+
+__all__ = ["EvaluationError", "evaluate", "evaluate_async"]
+
+_STOP_REASON = "evaluation quotas met"
+_INTERRUPT_REASON = "evaluation interrupted"
+
+
+class EvaluationError(Exception):
+    """An evaluation failed after it started; the runtime error that ended it is ``__cause__``.
+
+    ``partial`` is the :class:`EvalResult` of the episodes counted before the failure (with
+    ``complete=False`` and no telemetry timings). An env the evaluation created is closed by then.
+    """
+
+    def __init__(self, message: str, partial: EvalResult) -> None:
+        super().__init__(message)
+        self.partial = partial
+
+
+def default_ids(env_id: str, num_envs: int) -> tuple[str, str]:
+    """The session and route ids used when none are given: ``("eval-<env_id>", "lanes-<num_envs>")``.
+
+    They feed the reset-seed function, so they depend only on what makes two runs comparable
+    (env id and lane count), not on the autoreset mode, vectorization or episode count: the
+    same seed then gives the same generation-0 reset seeds in every mode.
+    """
+    return f"eval-{env_id}", f"lanes-{num_envs}"
+
+
+class _EvaluationHooks(RuntimeHooks):
+    """Counts episodes against the lane quotas, stops the session when they are met, and keeps
+    the timestamps and telemetry the result reports."""
+
+    def __init__(self, quotas: EpisodeQuotas, progress: EpisodeProgress | None) -> None:
+        self.quotas = quotas
+        self.progress = progress
+        self.driver: RuntimeDriver | None = None
+        self.started_at: float | None = None
+        self.ended_at: float | None = None
+        self.summary: Any = None
+        self._stopping = False
+
+    async def session_started(self, event: Any) -> None:
+        self.started_at = time.perf_counter()
+
+    async def episode_completed(self, event: Any) -> None:
+        record = EpisodeRecord.from_metadata(event.metadata)
+        if not self.quotas.offer(record):
+            return
+        if self.progress is not None:
+            self.progress.update(record.episode_return)
+        if self.quotas.met and not self._stopping and self.driver is not None:
+            self._stopping = True
+            self.driver.request_stop(_STOP_REASON)
+
+    async def telemetry_summary(self, event: Any) -> None:
+        self.ended_at = time.perf_counter()
+        self.summary = event
+
+
+class _Evaluation:
+    """One prepared evaluation: a resolved env and model, the session spec and the hooks."""
+
+    def __init__(
+        self,
+        resolved: ResolvedEnv,
+        model: Any,
+        *,
+        policy_name: str,
+        episodes: int,
+        seed: int | None,
+        hooks: Sequence[RuntimeHooks],
+        progress: bool,
+        record: Any,
+        limits: RuntimeLimits | None,
+        session_id: str | None,
+        route_id: str | None,
+    ) -> None:
+        self.resolved = resolved
+        self.model = model
+        self.policy_name = policy_name
+        self.episodes = episodes
+        self.seed = seed
+        self.user_hooks = tuple(hooks)
+        self.show_progress = progress
+        self.record = record
+        self.limits = limits if limits is not None else RuntimeLimits()
+        default_session, default_route = default_ids(resolved.env_id, resolved.num_envs)
+        self.session_id = session_id or default_session
+        self.route_id = route_id or default_route
+        self.quotas = lane_quotas(episodes, resolved.num_envs)
+        self.token = CancellationToken()
+        self.hooks: _EvaluationHooks | None = None
+
+    def cancel(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Ask the running session to end (called on its loop's thread)."""
+        self.token.cancel()
+
+    def _result(self, *, complete: bool, total_steps: int, wall_seconds: float) -> EvalResult:
+        hooks = self.hooks
+        records = tuple(hooks.quotas.records) if hooks is not None else ()
+        timings = _timings(
+            hooks.summary if hooks is not None else None,
+            num_envs=self.resolved.num_envs,
+            total_steps=total_steps,
+            wall_seconds=wall_seconds,
+        )
+        return EvalResult(
+            env_id=self.resolved.env_id,
+            policy=self.policy_name,
+            num_envs=self.resolved.num_envs,
+            episodes_requested=self.episodes,
+            seed=self.seed,
+            autoreset=self.resolved.autoreset,
+            vectorization=self.resolved.vectorization,
+            session_id=self.session_id,
+            route_id=self.route_id,
+            quotas=self.quotas,
+            episodes=records,
+            timings=timings,
+            complete=complete,
+        )
+
+    async def run(self) -> EvalResult:
+        resolved = self.resolved
+        progress: EpisodeProgress | None = None
+        recorder: Any = None
+        started = time.perf_counter()
+        try:
+            if self.record is not None:
+                from rlmesh_gym.recording import EpisodeRecorder
+
+                recorder = EpisodeRecorder(
+                    self.record,
+                    resolved.env.contract,
+                    env_id=resolved.env_id,
+                    base_seed=self.seed,
+                    render_frames=getattr(resolved.env, "render_frames", None),
+                )
+            if progress_wanted(self.show_progress):
+                progress = EpisodeProgress(self.episodes, f"{resolved.env_id} x{resolved.num_envs}")
+            hooks = self.hooks = _EvaluationHooks(EpisodeQuotas(self.quotas), progress)
+            all_hooks: list[RuntimeHooks] = [hooks]
+            if recorder is not None:
+                all_hooks.append(recorder)
+            all_hooks.extend(self.user_hooks)
+            spec = RuntimeSessionSpec(
+                session_id=self.session_id,
+                route_id=self.route_id,
+                env_contract=resolved.env.contract,
+                num_envs=resolved.num_envs,
+                env_id=resolved.env_id,
+                base_seed=self.seed,
+                max_episodes=None,
+                close_env_on_end=resolved.owned,
+                limits=self.limits,
+            )
+            driver = RuntimeDriver(spec, resolved.env, self.model, hooks=all_hooks)
+            hooks.driver = driver
+            started = time.perf_counter()
+            report = await driver.run_with_cancellation_reason(self.token, _INTERRUPT_REASON)
+        except InvalidSpecError:
+            # Rejected before anything ran: the driver closed nothing.
+            await self._close_owned_env()
+            raise
+        except RuntimeDriverError as exc:
+            # The driver's failure path has closed the env (when owned) and the model route.
+            wall = self._wall(started)
+            partial = self._result(complete=False, total_steps=0, wall_seconds=wall)
+            raise EvaluationError(
+                f"evaluation of {resolved.env_id} failed after {len(partial.episodes)} of "
+                f"{self.episodes} episodes: {exc}",
+                partial,
+            ) from exc
+        except BaseException:
+            # Not a driver outcome (bad recording options, a bug, task cancellation): make sure
+            # an env we made is closed.
+            await self._close_owned_env()
+            raise
+        finally:
+            if progress is not None:
+                progress.close()
+            if recorder is not None:
+                recorder.close()
+        return self._result(complete=True, total_steps=report.total_steps, wall_seconds=self._wall(started))
+
+    def _wall(self, fallback_start: float) -> float:
+        """Seconds from the session's start (before the cold reset) to its telemetry summary."""
+        hooks = self.hooks
+        if hooks is None:
+            return 0.0
+        end = hooks.ended_at if hooks.ended_at is not None else time.perf_counter()
+        start = hooks.started_at if hooks.started_at is not None else fallback_start
+        return end - start
+
+    async def _close_owned_env(self) -> None:
+        if self.resolved.owned:
+            try:
+                await self.resolved.env.close(self.limits.service_close_timeout)
+            except Exception:  # the original error matters more than a failed close
+                pass
+
+
+def _timings(summary: Any, *, num_envs: int, total_steps: int, wall_seconds: float) -> EvalTimings:
+    env_steps = total_steps * num_envs
+    fields: dict[str, Any] = {
+        "wall_seconds": wall_seconds,
+        "vector_steps": total_steps,
+        "env_steps": env_steps,
+        "env_steps_per_second": env_steps / wall_seconds if wall_seconds > 0 else 0.0,
+    }
+    if summary is not None:
+        # Reset latency is not a driver series; the env reports it as "env.reset" telemetry.
+        for timing in summary.timings:
+            if timing.operation == "env.reset" and timing.avg_ms is not None:
+                fields["resets"] = fields.get("resets", 0) + timing.sample_count
+                fields["reset_ms"] = fields.get("reset_ms", 0.0) + timing.avg_ms * timing.sample_count
+        fields["env_step_ms"] = summary.env_latency_ms_avg
+        fields["env_step_p95_ms"] = summary.env_latency_ms_p95
+        fields["model_wait_ms"] = summary.model_latency_ms_avg
+        fields["model_wait_p95_ms"] = summary.model_latency_ms_p95
+    return EvalTimings(**fields)
+
+
+def _prepare(
+    env: Any,
+    policy: Any,
+    *,
+    episodes: int,
+    num_envs: int | None,
+    seed: int | None,
+    autoreset: str | None,
+    vectorization: str | None,
+    hooks: Sequence[RuntimeHooks],
+    progress: bool,
+    record: str | os.PathLike[str] | Any | None,
+    limits: RuntimeLimits | None,
+    session_id: str | None,
+    route_id: str | None,
+    device: str,
+    deterministic: bool,
+    allow_pickle: bool,
+    env_kwargs: dict[str, Any] | None,
+) -> _Evaluation:
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
+        raise ValueError(f"seed must be None or an int in [0, 2**63), got {seed!r}")
+    if isinstance(hooks, RuntimeHooks):
+        hooks = (hooks,)
+    for hook in hooks:
+        if not isinstance(hook, RuntimeHooks):
+            raise TypeError(f"hooks must be RuntimeHooks instances, got {type(hook).__qualname__}")
+    if limits is not None and not isinstance(limits, RuntimeLimits):
+        raise TypeError(f"limits must be a RuntimeLimits, got {type(limits).__qualname__}")
+    resolved = resolve_env(
+        env, num_envs=num_envs, autoreset=autoreset, vectorization=vectorization, env_kwargs=env_kwargs
+    )
+    try:
+        model = resolve_policy(
+            policy,
+            resolved.env.contract,
+            seed=seed,
+            device=device,
+            deterministic=deterministic,
+            allow_pickle=allow_pickle,
+        )
+        return _Evaluation(
+            resolved,
+            model,
+            policy_name=describe_policy(policy),
+            episodes=episodes,
+            seed=seed,
+            hooks=hooks,
+            progress=progress,
+            record=record,
+            limits=limits,
+            session_id=session_id,
+            route_id=route_id,
+        )
+    except BaseException:
+        if resolved.owned:
+            timeout = (limits or RuntimeLimits()).service_close_timeout
+            run_blocking(lambda: resolved.env.close(timeout), lambda loop: None)
+        raise
+
+
+def evaluate(
+    env: Any,
+    policy: Any,
+    *,
+    episodes: int = 10,
+    num_envs: int | None = None,
+    seed: int | None = None,
+    autoreset: str | None = None,
+    vectorization: str | None = None,
+    hooks: Sequence[RuntimeHooks] = (),
+    progress: bool = True,
+    record: str | os.PathLike[str] | Any | None = None,
+    limits: RuntimeLimits | None = None,
+    session_id: str | None = None,
+    route_id: str | None = None,
+    device: str = "cpu",
+    deterministic: bool = True,
+    allow_pickle: bool = False,
+    env_kwargs: dict[str, Any] | None = None,
+) -> EvalResult:
+    """Evaluate ``policy`` on ``env`` for ``episodes`` episodes and return an :class:`EvalResult`.
+
+    ``env`` is an env id (built with ``GymVectorEnv.make`` with ``num_envs`` lanes,
+    ``autoreset`` in ``"next_step"`` (default), ``"same_step"``, ``"disabled"``, and
+    ``vectorization`` ``"sync"`` (default) or ``"async"``; closed at the end), or an env you
+    built: a gymnasium ``Env`` / ``VectorEnv``, a ``GymVectorEnv`` or any ``RuntimeEnv`` with a
+    ``contract`` (not closed; ``num_envs``/``autoreset`` default to the env's own).
+
+    ``policy`` is an ``nn.Module`` or TorchScript module, a ``RuntimeModel``, a callable
+    (numpy arrays in; annotate the first parameter ``torch.Tensor`` to get tensors instead),
+    ``"random"``, ``"pretrained:cartpole"``, ``"package.module:attr"``, or a path to a saved
+    policy.
+
+    Episodes are split over the lanes by quota (lane ``i`` contributes its first
+    ``(episodes + i) // num_envs`` episodes) and the session stops once every lane has its
+    quota, so short episodes are not over-sampled. With the same env, policy, ``seed`` and lane
+    count the episodes are identical run to run. ``hooks`` are extra ``RuntimeHooks``;
+    ``record`` a path (or ``RecordingOptions``) to record the episodes to; ``limits`` the
+    driver's ``RuntimeLimits``. ``progress`` shows a bar when the output is a terminal or a
+    notebook.
+
+    Works in scripts and in Jupyter (with a loop already running it runs on its own loop in a
+    worker thread). Raises ``ValueError``/``TypeError`` on bad arguments,
+    :class:`EvaluationError` (with ``.partial``) when the session fails, and
+    ``KeyboardInterrupt`` after a clean shutdown on Ctrl+C.
+
+    >>> from rlmesh_gym.evaluation import evaluate
+    >>> result = evaluate("CartPole-v1", "pretrained:cartpole", episodes=8, num_envs=4, progress=False)
+    >>> result.mean_return
+    500.0
+    """
+    evaluation = _prepare(
+        env,
+        policy,
+        episodes=episodes,
+        num_envs=num_envs,
+        seed=seed,
+        autoreset=autoreset,
+        vectorization=vectorization,
+        hooks=hooks,
+        progress=progress,
+        record=record,
+        limits=limits,
+        session_id=session_id,
+        route_id=route_id,
+        device=device,
+        deterministic=deterministic,
+        allow_pickle=allow_pickle,
+        env_kwargs=env_kwargs,
+    )
+    return run_blocking(evaluation.run, evaluation.cancel)
+
+
+async def evaluate_async(
+    env: Any,
+    policy: Any,
+    *,
+    episodes: int = 10,
+    num_envs: int | None = None,
+    seed: int | None = None,
+    autoreset: str | None = None,
+    vectorization: str | None = None,
+    hooks: Sequence[RuntimeHooks] = (),
+    progress: bool = True,
+    record: str | os.PathLike[str] | Any | None = None,
+    limits: RuntimeLimits | None = None,
+    session_id: str | None = None,
+    route_id: str | None = None,
+    device: str = "cpu",
+    deterministic: bool = True,
+    allow_pickle: bool = False,
+    env_kwargs: dict[str, Any] | None = None,
+) -> EvalResult:
+    """:func:`evaluate` as a coroutine, run on the caller's event loop.
+
+    Cancelling the awaiting task cancels the session; an env the evaluation created is closed.
+    """
+    evaluation = _prepare(
+        env,
+        policy,
+        episodes=episodes,
+        num_envs=num_envs,
+        seed=seed,
+        autoreset=autoreset,
+        vectorization=vectorization,
+        hooks=hooks,
+        progress=progress,
+        record=record,
+        limits=limits,
+        session_id=session_id,
+        route_id=route_id,
+        device=device,
+        deterministic=deterministic,
+        allow_pickle=allow_pickle,
+        env_kwargs=env_kwargs,
+    )
+    return await evaluation.run()
