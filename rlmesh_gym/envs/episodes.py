@@ -19,8 +19,9 @@ Under SAME_STEP a finished lane rolls to a new (unseeded) episode in the same st
 
 from __future__ import annotations
 
+import os
+import threading
 import time
-import uuid
 import warnings
 from collections.abc import Sequence
 
@@ -29,7 +30,7 @@ from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
 from rlmesh_gym.proto import env_pb2
 
-__all__ = ["INTERRUPTED_BUFFER_LIMIT", "LaneEpisodes"]
+__all__ = ["INTERRUPTED_BUFFER_LIMIT", "LaneEpisodes", "new_episode_id"]
 
 INTERRUPTED_BUFFER_LIMIT = 100
 """At most this many interrupted episodes wait for the next step (as in rlmesh's env server)."""
@@ -39,8 +40,33 @@ _SAME_STEP = env_pb2.AUTORESET_MODE_SAME_STEP
 _MODES = (env_pb2.AUTORESET_MODE_NEXT_STEP, env_pb2.AUTORESET_MODE_SAME_STEP, env_pb2.AUTORESET_MODE_DISABLED)
 
 
-def _new_episode_id() -> str:
-    return str(uuid.uuid4())
+_ID_POOL_BYTES = 16 * 256
+_id_pool = bytearray()
+_id_pool_lock = threading.Lock()
+# A forked child must not hand out the parent's remaining random bytes (duplicate ids).
+os.register_at_fork(after_in_child=_id_pool.clear)
+
+
+def new_episode_id() -> str:
+    """A random UUIDv4 in lowercase hyphenated form (the same as ``str(uuid.uuid4())``).
+
+    Random bytes come from ``os.urandom`` in blocks of 256 ids: one system call per block
+    instead of one per id, which matters when many lanes roll on the same step.
+
+    >>> import uuid
+    >>> episode_id = new_episode_id()
+    >>> len(episode_id), uuid.UUID(episode_id).version, str(uuid.UUID(episode_id)) == episode_id
+    (36, 4, True)
+    """
+    with _id_pool_lock:
+        if not _id_pool:
+            _id_pool.extend(os.urandom(_ID_POOL_BYTES))
+        raw = _id_pool[-16:]
+        del _id_pool[-16:]
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+    text = raw.hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 class LaneEpisodes:
@@ -71,9 +97,12 @@ class LaneEpisodes:
         self._ids: list[str] = [""] * num_envs
         self._seeds: list[int | None] = [None] * num_envs
         self._active = np.zeros(num_envs, dtype=np.bool_)
+        self._all_active = False
         self._pending = np.zeros(num_envs, dtype=np.bool_)
         self._any_pending = False
-        self._steps = np.zeros(num_envs, dtype=np.int64)
+        # Step counts as "steps recorded since the episode began": one int tick, no per-lane adds.
+        self._tick = 0
+        self._start_tick = [0] * num_envs
         self._returns = np.zeros(num_envs, dtype=np.float64)
         self._start_wall_ns = [0] * num_envs
         self._start_mono_ns = [0] * num_envs
@@ -85,6 +114,11 @@ class LaneEpisodes:
     def ids(self) -> list[str]:
         """The episode id of every lane as a response reports it (``""`` for an idle lane)."""
         return list(self._ids)
+
+    @property
+    def all_active(self) -> bool:
+        """Whether every lane has a running episode."""
+        return self._all_active
 
     def idle_lanes(self) -> np.ndarray:
         """Indices of lanes with no running episode and no autoreset pending."""
@@ -111,6 +145,7 @@ class LaneEpisodes:
             self._begin(lane, seed, wall, mono)
         self._pending[list(lanes)] = False
         self._any_pending = bool(self._pending.any())
+        self._all_active = bool(self._active.all())
 
     def record_step(
         self,
@@ -146,17 +181,12 @@ class LaneEpisodes:
             completed.extend(self._interrupted)
             self._interrupted.clear()
 
-        counted = self._active
-        if counted.all():
-            self._steps += 1
-            self._returns += rewards
-            finished = np.flatnonzero(done)
-        else:
-            self._steps += counted
-            self._returns += np.where(counted, rewards, 0.0)
-            finished = np.flatnonzero(done & counted)
+        self._tick += 1
+        # Lanes without a running episode add garbage here; _begin zeroes their sum (pending lanes add 0).
+        self._returns += rewards
+        finished = done.nonzero()[0] if self._all_active else (done & self._active).nonzero()[0]
 
-        if not self._any_pending and finished.size == 0:
+        if not self._any_pending and not finished.size:
             return []
 
         wall, mono = time.time_ns(), time.monotonic_ns()
@@ -179,6 +209,7 @@ class LaneEpisodes:
                 self._begin(lane, None, wall, mono)
             else:
                 self._stale.append(lane)
+        self._all_active = bool(self._active.all())
         return entries
 
     def drain(self) -> list[env_pb2.EpisodeMetadata]:
@@ -192,6 +223,7 @@ class LaneEpisodes:
         for lane in np.flatnonzero(self._active).tolist():
             episodes.append(self._fill(env_pb2.EpisodeMetadata(), lane, False, True, wall, mono))
         self._active[:] = False
+        self._all_active = False
         self._pending[:] = False
         self._any_pending = False
         self._stale.clear()
@@ -199,10 +231,10 @@ class LaneEpisodes:
         return episodes
 
     def _begin(self, lane: int, seed: int | None, wall: int, mono: int) -> None:
-        self._ids[lane] = _new_episode_id()
+        self._ids[lane] = new_episode_id()
         self._seeds[lane] = seed
         self._active[lane] = True
-        self._steps[lane] = 0
+        self._start_tick[lane] = self._tick
         self._returns[lane] = 0.0
         self._start_wall_ns[lane] = wall
         self._start_mono_ns[lane] = mono
@@ -218,7 +250,7 @@ class LaneEpisodes:
     ) -> env_pb2.EpisodeMetadata:
         metadata.episode_id = self._ids[lane]
         metadata.env_index = lane
-        metadata.step_count = int(self._steps[lane])
+        metadata.step_count = self._tick - self._start_tick[lane]
         metadata.cumulative_reward = float(self._returns[lane])
         metadata.terminated = terminated
         metadata.truncated = truncated

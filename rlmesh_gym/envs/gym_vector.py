@@ -59,6 +59,7 @@ _ACCEPTED_MODES = (
     "'next_step', 'same_step' or 'disabled' (case-insensitive) or a gymnasium.vector.AutoresetMode"
 )
 _VECTORIZATIONS = ("sync", "async")
+_SAME_STEP_FINAL_KEYS = frozenset({"final_obs", "_final_obs", "final_info", "_final_info"})
 
 
 def parse_autoreset_mode(value: AutoresetMode | str) -> AutoresetMode:
@@ -140,17 +141,29 @@ class GymVectorEnv(RuntimeEnv):
         self._contract = _build_contract(env, num_envs, self._mode, observation_space, action_space)
         self._observation_codec = SpaceCodec(self._contract.observation_space, name="observation")
         self._action_codec = SpaceCodec(self._contract.action_space, name="action")
-        self._action_bounds = _integer_action_bounds(action_space)
+        # Discrete/MultiDiscrete actions are range-checked (the codec checks only structure).
+        self._discrete_range = (
+            (int(action_space.start), int(action_space.start) + int(action_space.n))
+            if isinstance(action_space, Discrete)
+            else None
+        )
+        self._multi_discrete_nvec = (
+            np.asarray(action_space.nvec, dtype=np.int64) if isinstance(action_space, MultiDiscrete) else None
+        )
         self._episodes = LaneEpisodes(num_envs, _WIRE_MODE[self._mode])
         self._disabled_vector = self._vector and self._mode is AutoresetMode.DISABLED
         self._same_step = self._mode is AutoresetMode.SAME_STEP
         self._executor = (
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlmesh-gym-env") if offload else None
         )
+        self._step_env: Callable[[Any], tuple[Any, Any, Any, Any, Mapping[str, Any]]] = (
+            env.step if self._vector else self._step_single
+        )
         self._steps_taken = 0
         self._has_reset = False
         self._closed = False
         self._failure: str | None = None
+        self._ready = False  # open, not failed and reset at least once: the step fast path
 
     @classmethod
     def make(
@@ -244,7 +257,10 @@ class GymVectorEnv(RuntimeEnv):
         self._check_usable(operation)
         lanes, lane_seeds, seed_arg, options = self._plan_reset(request)
         try:
-            observation, infos = await self._call(self._env_reset, seed_arg, options)
+            if self._executor is None:
+                observation, infos = self._env.reset(seed=seed_arg, options=options)
+            else:
+                observation, infos = await self._offloaded(self._reset_env, seed_arg, options)
             response = env_pb2.ResetResponse()
             response.observation.bytes.data = self._encode_observation(observation)
             if infos:
@@ -255,8 +271,9 @@ class GymVectorEnv(RuntimeEnv):
             raise self._env_failed(operation, self._steps_taken, error) from error
         self._episodes.start(lanes, lane_seeds)
         self._has_reset = True
+        self._ready = True
         response.episode_ids.extend(self._episodes.ids)
-        return RuntimeEnvReset(response, _telemetry(operation, started))
+        return RuntimeEnvReset(response, _telemetry(_RESET_TELEMETRY, started))
 
     async def step(self, request: env_pb2.StepRequest) -> RuntimeEnvStep:
         """Apply one action per lane and report rewards, masks, infos, ids and finished episodes.
@@ -264,60 +281,50 @@ class GymVectorEnv(RuntimeEnv):
         ``request.action`` holds ``num_envs`` actions as message bytes; ``env_indices`` must be
         empty. See the module docstring for how each autoreset mode rolls episode ids.
         """
-        operation = "env.step"
         started = time.perf_counter_ns()
         step = self._steps_taken + 1
-        self._check_usable(operation)
-        if request.env_indices:
-            raise EnvRpcError(
-                operation,
-                step,
-                f"subset stepping (StepRequest.env_indices={list(request.env_indices)}) is not supported; "
-                f"send one action for each of the {self._num_envs} lanes and leave env_indices empty",
-                recoverable=True,
-            )
-        if not self._has_reset:
-            raise EnvRpcError(
-                operation,
-                step,
-                "the env was stepped before its first reset; reset it first",
-                recoverable=True,
-            )
-        if self._disabled_vector:
-            idle = self._episodes.idle_lanes()
-            if idle.size:
-                lanes = idle.tolist()
-                raise EnvRpcError(
-                    operation,
-                    step,
-                    f"lanes {lanes} have no running episode (under DISABLED autoreset a finished lane waits "
-                    f"for a reset); reset them with ResetRequest(env_indices={lanes}) before stepping",
-                    recoverable=True,
-                )
-        actions = self._decode_actions(request, operation, step)
-        n = self._num_envs
+        if (
+            not self._ready
+            or request.env_indices
+            or (self._disabled_vector and not self._episodes.all_active)
+        ):
+            self._refuse_step(request, step)
+        actions = self._decode_actions(request.action.bytes.data, step)
         try:
-            observation, rewards, terminated, truncated, infos = await self._call(self._env_step, actions)
+            if self._executor is None:
+                observation, rewards, terminated, truncated, infos = self._step_env(actions)
+            else:
+                observation, rewards, terminated, truncated, infos = await self._offloaded(
+                    self._step_env, actions
+                )
             response = env_pb2.StepResponse()
             response.observation.bytes.data = self._encode_observation(observation)
-            rewards, terminated, truncated = _lane_arrays(rewards, terminated, truncated, n)
+            rewards, terminated, truncated = _lane_arrays(rewards, terminated, truncated, self._num_envs)
             response.rewards.extend(rewards.tolist())
             response.terminated_mask = terminated.tobytes()
             response.truncated_mask = truncated.tobytes()
-            if infos:
-                response.infos.CopyFrom(to_meta_map(infos, name="infos"))
             finished = self._episodes.record_step(rewards, terminated, truncated, response.completed_episodes)
-            for lane, entry in finished:
-                final_info = self._final_info(infos, lane)
-                if final_info:
-                    entry.final_info.CopyFrom(to_meta_map(final_info, name="final_info"))
+            if infos:
+                if self._same_step and finished:
+                    # The terminal obs/info move into each finished episode's final_info.
+                    step_infos = {
+                        key: value for key, value in infos.items() if key not in _SAME_STEP_FINAL_KEYS
+                    }
+                else:
+                    step_infos = infos
+                if step_infos:
+                    response.infos.CopyFrom(to_meta_map(step_infos, name="infos"))
+                for lane, entry in finished:
+                    final_info = self._final_info(infos, lane)
+                    if final_info:
+                        entry.final_info.CopyFrom(to_meta_map(final_info, name="final_info"))
         except EnvRpcError:
             raise
         except Exception as error:
-            raise self._env_failed(operation, step, error) from error
+            raise self._env_failed("env.step", step, error) from error
         self._steps_taken = step
         response.episode_ids.extend(self._episodes.ids)
-        return RuntimeEnvStep(response, _telemetry(operation, started))
+        return RuntimeEnvStep(response, _telemetry(_STEP_TELEMETRY, started))
 
     async def close(self, timeout: float) -> None:
         """Close the wrapped env (idempotent). Later resets and steps raise ``EnvRpcError``.
@@ -330,6 +337,7 @@ class GymVectorEnv(RuntimeEnv):
         if self._closed:
             return
         self._closed = True
+        self._ready = False
         if self._executor is None:
             try:
                 self._close_env(timeout)
@@ -385,9 +393,7 @@ class GymVectorEnv(RuntimeEnv):
 
     # -- env calls (inline or in the worker thread) -------------------------------------------
 
-    async def _call(self, function: Callable[..., Any], *args: Any) -> Any:
-        if self._executor is None:
-            return function(*args)
+    async def _offloaded(self, function: Callable[..., Any], *args: Any) -> Any:
         try:
             return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
         except asyncio.CancelledError:
@@ -395,15 +401,14 @@ class GymVectorEnv(RuntimeEnv):
             self._failure = (
                 "an env call was cancelled while running in the worker thread, so the env state is unknown"
             )
+            self._ready = False
             raise
 
-    def _env_reset(self, seed: Any, options: dict[str, Any] | None) -> tuple[Any, Mapping[str, Any]]:
+    def _reset_env(self, seed: Any, options: dict[str, Any] | None) -> tuple[Any, Mapping[str, Any]]:
         return self._env.reset(seed=seed, options=options)
 
-    def _env_step(self, actions: Any) -> tuple[Any, Any, Any, Any, Mapping[str, Any]]:
-        if self._vector:
-            return self._env.step(actions)
-        observation, reward, terminated, truncated, info = self._env.step(actions)
+    def _step_single(self, action: Any) -> tuple[Any, Any, Any, Any, Mapping[str, Any]]:
+        observation, reward, terminated, truncated, info = self._env.step(action)
         return (
             observation,
             np.array([reward], dtype=np.float64),
@@ -435,6 +440,34 @@ class GymVectorEnv(RuntimeEnv):
                 f"the env is unusable after an earlier failure ({self._failure}); "
                 "close it and create a new one",
             )
+
+    def _refuse_step(self, request: env_pb2.StepRequest, step: int) -> None:
+        """Raise the error that keeps this step request from running."""
+        operation = "env.step"
+        self._check_usable(operation)
+        if request.env_indices:
+            raise EnvRpcError(
+                operation,
+                step,
+                f"subset stepping (StepRequest.env_indices={list(request.env_indices)}) is not supported; "
+                f"send one action for each of the {self._num_envs} lanes and leave env_indices empty",
+                recoverable=True,
+            )
+        if not self._has_reset:
+            raise EnvRpcError(
+                operation,
+                step,
+                "the env was stepped before its first reset; reset it first",
+                recoverable=True,
+            )
+        lanes = self._episodes.idle_lanes().tolist()
+        raise EnvRpcError(
+            operation,
+            step,
+            f"lanes {lanes} have no running episode (under DISABLED autoreset a finished lane waits "
+            f"for a reset); reset them with ResetRequest(env_indices={lanes}) before stepping",
+            recoverable=True,
+        )
 
     def _plan_reset(
         self, request: env_pb2.ResetRequest
@@ -524,34 +557,41 @@ class GymVectorEnv(RuntimeEnv):
         partial_options["reset_mask"] = mask
         return indices, lane_seeds, full_seeds, partial_options
 
-    def _decode_actions(self, request: env_pb2.StepRequest, operation: str, step: int) -> Any:
+    def _decode_actions(self, data: bytes, step: int) -> Any:
         n = self._num_envs
-        data = request.action.bytes.data
         try:
             values = self._action_codec.decode_batch(data, n)
         except (CodecError, ValueError, TypeError) as error:
             raise EnvRpcError(
-                operation,
+                "env.step",
                 step,
                 f"invalid action batch: expected {n} action(s) of {self._action_space} ({len(data)} bytes "
                 f"received): {error}",
                 recoverable=True,
             ) from error
-        if self._action_bounds is not None:
-            low, high = self._action_bounds
-            outside = (values < low) | (values >= high)
+        if self._discrete_range is not None:
+            # Python min/max over a short list beat numpy reductions at these sizes.
+            low, high = self._discrete_range
+            flat = values.tolist()
+            if min(flat) < low or max(flat) >= high:
+                self._refuse_actions(values, (values < low) | (values >= high), step)
+        elif self._multi_discrete_nvec is not None:
+            outside = (values < 0) | (values >= self._multi_discrete_nvec)
             if outside.any():
-                lanes = sorted(set(np.argwhere(outside)[:, 0].tolist()))
-                raise EnvRpcError(
-                    operation,
-                    step,
-                    f"actions of lanes {lanes} are outside {self._action_space}: "
-                    f"{[values[lane].tolist() for lane in lanes]}",
-                    recoverable=True,
-                )
+                self._refuse_actions(values, outside, step)
         if self._vector:
             return values
         return _unbatch_one(self._action_space, values)
+
+    def _refuse_actions(self, values: np.ndarray, outside: np.ndarray, step: int) -> None:
+        lanes = sorted(set(np.argwhere(outside)[:, 0].tolist()))
+        raise EnvRpcError(
+            "env.step",
+            step,
+            f"actions of lanes {lanes} are outside {self._action_space}: "
+            f"{[values[lane].tolist() for lane in lanes]}",
+            recoverable=True,
+        )
 
     # -- responses -----------------------------------------------------------------------------
 
@@ -577,6 +617,7 @@ class GymVectorEnv(RuntimeEnv):
         where = " (lane 0)" if not self._vector else ""
         message = f"{operation}{where} raised {type(error).__name__}: {error}"
         self._failure = message
+        self._ready = False
         failure = EnvRpcError(operation, step, message)
         failure.__cause__ = error
         return failure
@@ -660,15 +701,6 @@ def _metadata_map(metadata: Mapping[str, Any]) -> spaces_pb2.MetaMap:
     return converted
 
 
-def _integer_action_bounds(space: Space) -> tuple[Any, Any] | None:
-    """(low, high exclusive) of a top-level Discrete/MultiDiscrete action space, for a vectorized check."""
-    if isinstance(space, Discrete):
-        return int(space.start), int(space.start) + int(space.n)
-    if isinstance(space, MultiDiscrete):
-        return 0, np.asarray(space.nvec, dtype=np.int64)  # the wire drops MultiDiscrete.start
-    return None
-
-
 def _lane_arrays(
     rewards: Any, terminated: Any, truncated: Any, n: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -696,10 +728,19 @@ def _unbatch_one(space: Space, values: Any) -> Any:
     return values[0]
 
 
-def _telemetry(operation: str, started_ns: int) -> core_pb2.OperationTelemetry:
-    return core_pb2.OperationTelemetry(
-        operation=operation,
-        metrics=[
-            core_pb2.OperationMetric(name="endpoint.total", duration_ns=time.perf_counter_ns() - started_ns)
-        ],
-    )
+def _telemetry_template(operation: str) -> core_pb2.OperationTelemetry:
+    telemetry = core_pb2.OperationTelemetry(operation=operation)
+    telemetry.metrics.add(name="endpoint.total", duration_ns=0)
+    return telemetry
+
+
+_STEP_TELEMETRY = _telemetry_template("env.step")
+_RESET_TELEMETRY = _telemetry_template("env.reset")
+
+
+def _telemetry(template: core_pb2.OperationTelemetry, started_ns: int) -> core_pb2.OperationTelemetry:
+    """``template`` (operation, metric ``endpoint.total``) with the time since ``started_ns``."""
+    telemetry = core_pb2.OperationTelemetry()
+    telemetry.CopyFrom(template)
+    telemetry.metrics[0].duration_ns = time.perf_counter_ns() - started_ns
+    return telemetry
