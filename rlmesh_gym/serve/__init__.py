@@ -7,7 +7,8 @@ Servers (grpc.aio, bind 127.0.0.1 by default, optional token, edition pin ``b3``
 
 Clients, usable wherever the driver takes a RuntimeEnv / RuntimeModel:
 
-* :class:`RemoteEnv`: ``await RemoteEnv.connect("HOST:PORT")``.
+* :class:`RemoteEnv`: ``await RemoteEnv.connect("HOST:PORT")``; :func:`fetch_contract` reads a
+  server's contract from a handshake alone.
 * :class:`RemoteModel`: ``await RemoteModel.connect("HOST:PORT", contract=env.contract)``.
 
 This subpackage needs ``grpcio`` (the ``grpc`` extra); the rest of ``rlmesh_gym`` does not,
@@ -20,7 +21,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rlmesh_gym.serve.env_client import RemoteEnv
+    from rlmesh_gym.serve.env_client import RemoteEnv, fetch_contract
     from rlmesh_gym.serve.env_server import EnvServer
     from rlmesh_gym.serve.errors import (
         AuthenticationError,
@@ -49,10 +50,12 @@ __all__ = [
     "RemoteModel",
     "RemoteModelError",
     "SessionBusyError",
+    "fetch_contract",
 ]
 
 _HOMES = {
     "RemoteEnv": "env_client",
+    "fetch_contract": "env_client",
     "EnvServer": "env_server",
     "RemoteModel": "model_client",
     "ModelServer": "model_server",

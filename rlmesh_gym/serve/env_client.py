@@ -55,7 +55,7 @@ from rlmesh_gym.serve.handshake import (
     resolve_edition_pin,
 )
 
-__all__ = ["RemoteEnv"]
+__all__ = ["RemoteEnv", "fetch_contract"]
 
 _EXPECTED_KIND = {"reset": "reset", "step": "step", "render": "render", "close": "close"}
 
@@ -145,22 +145,7 @@ class RemoteEnv(RuntimeEnv):
         channel = grpc.aio.insecure_channel(target, options=channel_options(max_message_bytes))
         call: grpc.aio.StreamStreamCall | None = None
         try:
-            try:
-                await asyncio.wait_for(channel.channel_ready(), connect_timeout)
-            except asyncio.TimeoutError:
-                raise PeerUnavailableError(
-                    target, f"no server answered within {connect_timeout:g}s (is the env server running?)"
-                ) from None
-            stub = env_pb2_grpc.EnvServiceStub(channel)
-            try:
-                handshake = await stub.Handshake(
-                    handshake_request("env", edition_sha256), timeout=connect_timeout, metadata=metadata
-                )
-            except grpc.aio.AioRpcError as error:
-                raise connect_error(target, error, "env") from error
-            problem = check_handshake_response(handshake, edition_sha256)
-            if problem is not None:
-                raise HandshakeRejectedError(target, problem)
+            stub, handshake = await _handshake(channel, target, metadata, edition_sha256, connect_timeout)
             call = stub.Join(metadata=metadata)
             try:
                 await asyncio.wait_for(call.initial_metadata(), connect_timeout)
@@ -356,6 +341,58 @@ class RemoteEnv(RuntimeEnv):
                 raise EnvRpcError(
                     "env.close", self._steps, describe_rpc_error(error, self._max_message_bytes)
                 ) from error
+
+
+async def _handshake(
+    channel: grpc.aio.Channel,
+    target: str,
+    metadata: tuple[tuple[str, str], ...] | None,
+    edition_sha256: str,
+    timeout: float,
+) -> tuple[env_pb2_grpc.EnvServiceStub, env_pb2.HandshakeResponse]:
+    """Wait for the server, handshake, and check the answer; raise the matching connect error."""
+    try:
+        await asyncio.wait_for(channel.channel_ready(), timeout)
+    except asyncio.TimeoutError:
+        raise PeerUnavailableError(
+            target, f"no server answered within {timeout:g}s (is the env server running?)"
+        ) from None
+    stub = env_pb2_grpc.EnvServiceStub(channel)
+    try:
+        handshake = await stub.Handshake(
+            handshake_request("env", edition_sha256), timeout=timeout, metadata=metadata
+        )
+    except grpc.aio.AioRpcError as error:
+        raise connect_error(target, error, "env") from error
+    problem = check_handshake_response(handshake, edition_sha256)
+    if problem is not None:
+        raise HandshakeRejectedError(target, problem)
+    return stub, handshake
+
+
+async def fetch_contract(
+    address: str,
+    *,
+    token: str | None = None,
+    edition_pin: str = DEFAULT_EDITION_PIN,
+    timeout: float = 10.0,
+) -> env_pb2.EnvContract:
+    """The ``EnvContract`` of the env server at ``address``, from a handshake alone.
+
+    No ``Join`` stream is opened, so this works while another client holds the session.
+    Raises the same connect errors as :meth:`RemoteEnv.connect`.
+    """
+    host, port = parse_address(address)
+    target = format_address(host, port)
+    metadata = call_metadata(validate_token(token))
+    edition_sha256 = resolve_edition_pin(edition_pin)
+    timeout = _check_timeout("timeout", timeout, optional=False)
+    async with grpc.aio.insecure_channel(target, options=channel_options()) as channel:
+        _, handshake = await _handshake(channel, target, metadata, edition_sha256, timeout)
+    contract = env_pb2.EnvContract()
+    contract.CopyFrom(handshake.env_contract)
+    contract.num_envs = max(1, contract.num_envs)
+    return contract
 
 
 def _code_name(code: int) -> str:

@@ -1,0 +1,369 @@
+"""``rlmesh-gym serve-env`` and ``rlmesh-gym serve-policy``: rlmesh gRPC endpoints from the shell.
+
+``serve-env ENV_ID`` serves a Gymnasium env (as a ``GymVectorEnv``) on rlmesh's EnvService;
+``serve-policy [POLICY]`` serves a policy on rlmesh's ModelService. Both run until Ctrl+C or
+SIGTERM (or an allowed remote Shutdown), then stop cleanly: open sessions are told the server
+is going away, the port is released and the env is closed.
+
+A served policy needs the env's spaces. By default it takes them from the contract each route
+sends in ``ConfigureRoute`` (the policy is bound on the first one; routes with other spaces are
+refused). ``--env-id ENV_ID`` or ``--contract-from HOST:PORT`` (a running env server's
+handshake) bind it at startup instead, so a policy that cannot act in that env fails at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import inspect
+import os
+import signal
+import sys
+from typing import Any
+
+__all__ = ["register", "run_serve_env", "run_serve_policy"]
+
+DEFAULT_ENV_ADDRESS = "127.0.0.1:50051"
+DEFAULT_MODEL_ADDRESS = "127.0.0.1:50052"
+TOKEN_VARIABLE = "RLMESH_GYM_TOKEN"
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``serve-env`` and ``serve-policy`` subcommands."""
+    env = subparsers.add_parser(
+        "serve-env",
+        help="serve a Gymnasium env over rlmesh's gRPC EnvService",
+        description=(
+            "Serve ENV_ID as an rlmesh env endpoint (one client session at a time) until Ctrl+C or "
+            "SIGTERM. rlmesh's runtime and clients, and 'rlmesh-gym eval --env-address', can drive it."
+        ),
+    )
+    env.add_argument("env_id", metavar="ENV_ID", help="a registered Gymnasium env id")
+    env.add_argument(
+        "--num-envs", type=int, default=1, metavar="N", help="lanes stepped together (default: 1)"
+    )
+    env.add_argument(
+        "--autoreset",
+        default="next_step",
+        choices=("next_step", "same_step", "disabled"),
+        type=str.lower,
+        metavar="MODE",
+        help="autoreset mode: next_step (default), same_step or disabled",
+    )
+    env.add_argument(
+        "--vectorization",
+        default="sync",
+        choices=("sync", "async"),
+        type=str.lower,
+        help="sync (default) or async (one subprocess per lane)",
+    )
+    env.add_argument(
+        "--render",
+        action="store_true",
+        help="build the env with render_mode='rgb_array' so Render returns PNGs",
+    )
+    _add_endpoint_arguments(env, DEFAULT_ENV_ADDRESS)
+    env.set_defaults(func=run_serve_env)
+
+    policy = subparsers.add_parser(
+        "serve-policy",
+        help="serve a policy over rlmesh's gRPC ModelService",
+        description=(
+            "Serve POLICY as an rlmesh model endpoint until Ctrl+C or SIGTERM. Its spaces come from each "
+            "route's ConfigureRoute contract, or from --env-id / --contract-from at startup."
+        ),
+    )
+    policy.add_argument(
+        "policy",
+        nargs="?",
+        default="pretrained:cartpole",
+        metavar="POLICY",
+        help=(
+            "a saved policy file, 'package.module:attr' (an nn.Module, a factory, a RuntimeModel or a numpy "
+            "callable), 'random', or 'pretrained:NAME' (default: pretrained:cartpole, the shipped "
+            "CartPole policy)"
+        ),
+    )
+    source = policy.add_mutually_exclusive_group()
+    source.add_argument(
+        "--env-id", metavar="ENV_ID", help="bind the policy to this Gymnasium env's spaces now"
+    )
+    source.add_argument(
+        "--contract-from",
+        metavar="HOST:PORT",
+        help="bind the policy to the contract of the env server at HOST:PORT now (handshake only)",
+    )
+    policy.add_argument(
+        "--seed", type=int, default=None, help="sampling seed (random or stochastic policies)"
+    )
+    policy.add_argument(
+        "--stochastic", action="store_true", help="sample actions instead of taking the most likely one"
+    )
+    policy.add_argument("--device", default="cpu", help="torch device of the policy (default: cpu)")
+    policy.add_argument(
+        "--allow-pickle",
+        action="store_true",
+        help="allow a policy file holding a whole pickled module (runs code from the file)",
+    )
+    _add_endpoint_arguments(policy, DEFAULT_MODEL_ADDRESS)
+    policy.set_defaults(func=run_serve_policy)
+
+
+def _add_endpoint_arguments(parser: argparse.ArgumentParser, default_address: str) -> None:
+    parser.add_argument(
+        "--address",
+        default=default_address,
+        metavar="HOST:PORT",
+        help=f"where to listen (default: {default_address}; port 0 picks a free port). Binding anything "
+        "but 127.0.0.1 without --token prints a warning",
+    )
+    parser.add_argument(
+        "--token",
+        default=None,
+        help=f"require this token ('authorization' metadata) on every call (default: ${TOKEN_VARIABLE}, "
+        "else none)",
+    )
+    parser.add_argument(
+        "--edition-pin",
+        default="b3",
+        metavar="PIN",
+        help="edition pin peers must match: b3 (rlmesh 0.1.0b3, default), rc1, or a 64-hex SHA-256",
+    )
+    parser.add_argument(
+        "--allow-remote-shutdown", action="store_true", help="let a Shutdown call stop the server"
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="end a session whose client sends nothing for this long (default: never)",
+    )
+    parser.add_argument(
+        "--max-message-mb",
+        type=float,
+        default=256.0,
+        metavar="MB",
+        help="largest gRPC message sent or received, in MiB (default: 256, as rlmesh)",
+    )
+
+
+def _error(message: str, code: int) -> int:
+    print(f"rlmesh-gym: error: {message}", file=sys.stderr)
+    return code
+
+
+def _endpoint_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The server keyword arguments common to both commands; ValueError names a bad flag."""
+    if args.idle_timeout is not None and not args.idle_timeout > 0:
+        raise ValueError(f"--idle-timeout must be > 0 seconds, got {args.idle_timeout}")
+    if not 0.001 <= args.max_message_mb <= 2047:
+        raise ValueError(f"--max-message-mb must be between 0.001 and 2047, got {args.max_message_mb}")
+    token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE) or None
+    return {
+        "address": args.address,
+        "token": token,
+        "edition_pin": args.edition_pin,
+        "allow_remote_shutdown": args.allow_remote_shutdown,
+        "idle_timeout": args.idle_timeout,
+        "max_message_bytes": int(args.max_message_mb * 1024 * 1024),
+    }
+
+
+async def _serve_until_stopped(server: Any, banner: str) -> None:
+    """Start ``server``, print where it listens, and stop it on Ctrl+C, SIGTERM or remote Shutdown."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    installed = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(signum, stop.set)
+            installed.append(signum)
+        except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
+            pass
+    try:
+        await server.start()
+        if server.exposure_warning:
+            print(f"rlmesh-gym: warning: {server.exposure_warning}", file=sys.stderr, flush=True)
+        print(f"rlmesh-gym: {banner} on {server.address}", flush=True)
+        stopped = asyncio.ensure_future(server.wait_closed())
+        signalled = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({stopped, signalled}, return_when=asyncio.FIRST_COMPLETED)
+        signalled.cancel()
+        await server.stop(grace=2.0)
+        await stopped
+        print(f"rlmesh-gym: stopped serving on {server.address}", flush=True)
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+
+
+def run_serve_env(args: argparse.Namespace) -> int:
+    """Carry out ``rlmesh-gym serve-env``; return the exit code."""
+    if args.num_envs < 1:
+        return _error(f"--num-envs must be at least 1, got {args.num_envs}", 2)
+    try:
+        options = _endpoint_options(args)
+        from rlmesh_gym.serve import EnvServer
+    except (ValueError, ImportError) as error:
+        return _error(str(error), 2)
+    from rlmesh_gym.envs import GymVectorEnv
+    from rlmesh_gym.proto import env_pb2
+
+    try:
+        extra = {"render_mode": "rgb_array"} if args.render else {}
+        env = GymVectorEnv.make(
+            args.env_id,
+            num_envs=args.num_envs,
+            autoreset=args.autoreset,
+            vectorization=args.vectorization,
+            **extra,
+        )
+    except Exception as error:  # gymnasium raises many types for unknown ids and bad kwargs
+        return _error(f"cannot build env {args.env_id!r}: {type(error).__name__}: {error}", 2)
+    contract = env.contract
+    mode = env_pb2.AutoresetMode.Name(contract.autoreset_mode).removeprefix("AUTORESET_MODE_")
+    banner = (
+        f"serving {contract.id} ({env.num_envs} lane(s), autoreset {mode}, edition pin {args.edition_pin}, "
+        f"token {'on' if options['token'] else 'off'})"
+    )
+
+    async def serve() -> None:
+        try:
+            await _serve_until_stopped(EnvServer(env, **options), banner)
+        finally:
+            await env.close(5.0)
+
+    return _run_server(serve)
+
+
+def run_serve_policy(args: argparse.Namespace) -> int:
+    """Carry out ``rlmesh-gym serve-policy``; return the exit code."""
+    try:
+        options = _endpoint_options(args)
+        from rlmesh_gym.serve import ModelServer
+    except (ValueError, ImportError) as error:
+        return _error(str(error), 2)
+    try:
+        model = _load_policy(
+            args.policy,
+            seed=args.seed,
+            device=args.device,
+            deterministic=not args.stochastic,
+            allow_pickle=args.allow_pickle,
+        )
+    except (ValueError, TypeError, OSError, ImportError) as error:
+        return _error(str(error), 2)
+
+    async def serve() -> None:
+        bound = "spaces from each route's contract"
+        contract = None
+        if args.env_id is not None:
+            contract = _contract_of(args.env_id)
+            bound = f"bound to {args.env_id}"
+        elif args.contract_from is not None:
+            from rlmesh_gym.serve import fetch_contract
+
+            contract = await fetch_contract(
+                args.contract_from, token=options["token"], edition_pin=args.edition_pin
+            )
+            bound = f"bound to {contract.id} from {args.contract_from}"
+        if contract is not None:
+            bind = getattr(model, "bind", None)
+            if bind is None:
+                raise ValueError(f"policy {args.policy!r} has no bind(contract); serve it without --env-id")
+            bind(contract)
+        banner = (
+            f"serving policy {args.policy} ({bound}, edition pin {args.edition_pin}, "
+            f"token {'on' if options['token'] else 'off'})"
+        )
+        await _serve_until_stopped(ModelServer(model, **options), banner)
+
+    return _run_server(serve)
+
+
+def _run_server(serve: Any) -> int:
+    from rlmesh_gym.serve import RemoteConnectionError
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        return 130
+    except OSError as error:  # includes RemoteConnectionError (--contract-from) and a taken port
+        code = 2 if isinstance(error, RemoteConnectionError) else 1
+        return _error(str(error), code)
+    except (ValueError, TypeError) as error:
+        return _error(str(error), 2)
+    return 0
+
+
+def _contract_of(env_id: str) -> Any:
+    from rlmesh_gym.envs import GymVectorEnv
+
+    try:
+        env = GymVectorEnv.make(env_id, num_envs=1)
+    except Exception as error:
+        raise ValueError(f"cannot build env {env_id!r}: {type(error).__name__}: {error}") from error
+    try:
+        return env.contract
+    finally:
+        env.env.close()
+
+
+def _load_policy(
+    reference: str, *, seed: int | None, device: str, deterministic: bool, allow_pickle: bool
+) -> Any:
+    """An unbound RuntimeModel for ``reference``; it gets its spaces later through ``bind``."""
+    if reference == "random":
+        from rlmesh_gym.policies import RandomPolicy
+
+        return RandomPolicy(seed=seed)
+    if reference.startswith("pretrained:"):
+        from rlmesh_gym.policies import TorchPolicy
+        from rlmesh_gym.policies.pretrained import PRETRAINED, load_pretrained
+
+        name = reference.removeprefix("pretrained:")
+        if name not in PRETRAINED:
+            raise ValueError(f"no shipped policy {name!r}; shipped: {', '.join(sorted(PRETRAINED))}")
+        return TorchPolicy(load_pretrained(name), device=device, deterministic=deterministic, seed=seed)
+    if os.path.isfile(reference):
+        from rlmesh_gym.policies import TorchPolicy
+
+        return TorchPolicy.load(
+            reference, device=device, deterministic=deterministic, seed=seed, allow_pickle=allow_pickle
+        )
+    if ":" in reference:
+        return _policy_object(reference, seed=seed, device=device, deterministic=deterministic)
+    raise ValueError(
+        f"policy {reference!r} is not 'random', 'pretrained:NAME', an existing file or 'package.module:attr'"
+    )
+
+
+def _policy_object(reference: str, *, seed: int | None, device: str, deterministic: bool) -> Any:
+    module_name, _, attr = reference.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"cannot import module {module_name!r} for policy {reference!r}: {error}") from error
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise ValueError(f"module {module_name!r} has no attribute {attr!r} (policy {reference!r})")
+        target = getattr(target, part)
+    if inspect.isclass(target):
+        target = target()
+    if inspect.iscoroutinefunction(getattr(target, "predict", None)):
+        return target  # already a RuntimeModel
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(target, torch.nn.Module):
+        from rlmesh_gym.policies import TorchPolicy
+
+        return TorchPolicy(target, device=device, deterministic=deterministic, seed=seed)
+    if callable(target):
+        from rlmesh_gym.policies import CallablePolicy
+
+        return CallablePolicy(target)
+    raise TypeError(
+        f"policy {reference!r} is a {type(target).__name__}: expected an nn.Module, a RuntimeModel or a "
+        "callable from an observation batch to an action batch"
+    )
