@@ -136,6 +136,18 @@ class GymVectorEnv(RuntimeEnv):
         self._env = env
         self._num_envs = num_envs
         self._mode = _resolve_autoreset_mode(env, self._vector, autoreset_mode)
+        if (
+            isinstance(env, AsyncVectorEnv)
+            and not getattr(env, "shared_memory", True)
+            and self._mode is AutoresetMode.NEXT_STEP
+        ):
+            warnings.warn(
+                "AsyncVectorEnv(shared_memory=False) under NEXT_STEP does not clear a worker's pending "
+                "autoreset on reset (gymnasium 1.4): a lane reset right after it finished is reset again, "
+                "unseeded, on the next step instead of being stepped. Use shared_memory=True (the default).",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         self._observation_space = observation_space
         self._action_space = action_space
         self._contract = _build_contract(env, num_envs, self._mode, observation_space, action_space)

@@ -309,3 +309,38 @@ def test_unconvertible_metadata_is_left_out_with_a_warning():
     assert any("env.metadata['tags'] (set)" in m for m in messages)
     assert any("env.metadata[7] (str)" in m for m in messages)
     assert set(env.contract.metadata.entries) == {"render_modes", "render_fps"}
+
+
+def test_async_without_shared_memory_under_next_step_warns():
+    from gymnasium.vector import AsyncVectorEnv
+
+    vector = AsyncVectorEnv(counting_fns(), shared_memory=False, context="fork")
+    with pytest.warns(RuntimeWarning, match=r"shared_memory=False\) under NEXT_STEP"):
+        GymVectorEnv(vector)
+    vector.close()
+
+
+def test_out_of_range_multi_discrete_actions_name_the_lanes():
+    class MultiDiscreteEnv(gym.Env):
+        observation_space = gym.spaces.Discrete(2)
+        action_space = gym.spaces.MultiDiscrete([2, 3])
+
+        def reset(self, *, seed=None, options=None):
+            return 0, {}
+
+        def step(self, action):
+            return 1, float(sum(action)), False, False, {}
+
+    async def body():
+        env = GymVectorEnv(gym.vector.SyncVectorEnv([MultiDiscreteEnv, MultiDiscreteEnv]))
+        await env.reset(env_pb2.ResetRequest())
+        bad = raw_request(np.array([[1, 2], [2, 0]], dtype="<i8").tobytes())
+        with pytest.raises(
+            EnvRpcError, match=r"actions of lanes \[1\] are outside MultiDiscrete\(\[2 3\]\): \[\[2, 0\]\]"
+        ):
+            await env.step(bad)
+        good = await env.step(raw_request(np.array([[1, 2], [0, 1]], dtype="<i8").tobytes()))
+        assert list(good.response.rewards) == [3.0, 1.0]
+        await env.close(1.0)
+
+    run(body())
