@@ -214,7 +214,11 @@ class GymVectorEnv(RuntimeEnv):
             wrappers=wrappers,
             **env_kwargs,
         )
-        return cls(env, offload=offload)
+        try:
+            return cls(env, offload=offload)
+        except BaseException:
+            env.close()  # e.g. a space with no rlmesh form: do not leak the lanes (or their processes)
+            raise
 
     @property
     def contract(self) -> env_pb2.EnvContract:

@@ -344,3 +344,32 @@ def test_out_of_range_multi_discrete_actions_name_the_lanes():
         await env.close(1.0)
 
     run(body())
+
+
+def test_make_closes_the_vector_env_when_wrapping_fails(monkeypatch):
+    created = []
+    original = gym.make_vec
+
+    def recording_make_vec(*args, **kwargs):
+        created.append(original(*args, **kwargs))
+        return created[-1]
+
+    monkeypatch.setattr(gym, "make_vec", recording_make_vec)
+    gym.register("GraphObs-v0", entry_point=GraphObsEnv)
+    try:
+        with pytest.raises(TypeError, match="Graph"):
+            GymVectorEnv.make("GraphObs-v0", num_envs=2)
+    finally:
+        gym.registry.pop("GraphObs-v0")
+    assert created and created[0].closed
+
+
+class GraphObsEnv(gym.Env):
+    observation_space = gym.spaces.Graph(node_space=gym.spaces.Discrete(3), edge_space=None)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, False, False, {}
