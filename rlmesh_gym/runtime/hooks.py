@@ -239,10 +239,16 @@ def _flatten(hooks: object) -> list[object]:
 
 def _overrides(hooks: object, name: str) -> HookMethod | None:
     """The bound method ``name`` of ``hooks`` if it does something, else ``None``."""
-    if isinstance(hooks, RuntimeHooks):
-        if getattr(type(hooks), name, None) is getattr(RuntimeHooks, name):
-            return None
     method = getattr(hooks, name, None)
+    if isinstance(hooks, RuntimeHooks):
+        if not callable(method):
+            raise TypeError(
+                f"{type(hooks).__name__}.{name} is a {type(method).__name__}, which hides the {name} hook "
+                "method; rename that attribute"
+            )
+        inherited = getattr(type(hooks), name, None) is getattr(RuntimeHooks, name)
+        if inherited and name not in getattr(hooks, "__dict__", {}):
+            return None
     return method if callable(method) else None
 
 
