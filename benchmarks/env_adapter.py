@@ -40,9 +40,9 @@ MODES = {"next_step": "NextStep", "same_step": "SameStep", "disabled": "Disabled
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--lanes", type=int, nargs="+", default=[1, 8, 64], help="lane counts N")
 parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES), help="autoreset modes")
-parser.add_argument("--repeats", type=int, default=5, help="paired runs per configuration (median reported)")
+parser.add_argument("--repeats", type=int, default=3, help="paired runs per configuration (median reported)")
 parser.add_argument(
-    "--env-steps", type=int, default=16000, help="lane-steps per run (vector steps = this / N)"
+    "--env-steps", type=int, default=12000, help="lane-steps per run (vector steps = this / N)"
 )
 parser.add_argument("--seed", type=int, default=0)
 parser.add_argument(
