@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections.abc import Sequence
+from time import perf_counter_ns
 from typing import Any
 
 from rlmesh_gym.evaluation._blocking import run_blocking
@@ -13,6 +13,7 @@ from rlmesh_gym.evaluation._progress import EpisodeProgress, progress_wanted
 from rlmesh_gym.evaluation._quotas import EpisodeQuotas, lane_quotas
 from rlmesh_gym.evaluation._resolve import ResolvedEnv, describe_policy, resolve_env, resolve_policy
 from rlmesh_gym.evaluation._result import EvalResult, EvalTimings
+from rlmesh_gym.evaluation._timing import TimedEnv, TimedModel
 from rlmesh_gym.records import EpisodeRecord
 from rlmesh_gym.runtime import (
     CancellationToken,
@@ -54,33 +55,35 @@ def default_ids(env_id: str, num_envs: int) -> tuple[str, str]:
 
 class _EvaluationHooks(RuntimeHooks):
     """Counts episodes against the lane quotas, stops the session when they are met, and keeps
-    the timestamps and telemetry the result reports."""
+    the session's start and end times.
+
+    It listens only to once-per-session and once-per-episode events, so the driver does no
+    per-step work for it (and keeps its per-step telemetry off unless another hook wants it).
+    """
 
     def __init__(self, quotas: EpisodeQuotas, progress: EpisodeProgress | None) -> None:
         self.quotas = quotas
         self.progress = progress
         self.driver: RuntimeDriver | None = None
-        self.started_at: float | None = None
-        self.ended_at: float | None = None
-        self.summary: Any = None
-        self._stopping = False
+        self.started_ns: int | None = None
+        self.ended_ns: int | None = None
 
     async def session_started(self, event: Any) -> None:
-        self.started_at = time.perf_counter()
+        self.started_ns = perf_counter_ns()
 
     async def episode_completed(self, event: Any) -> None:
+        quotas = self.quotas
+        if quotas.met:
+            return
         record = EpisodeRecord.from_metadata(event.metadata)
-        if not self.quotas.offer(record):
+        if not quotas.offer(record):
             return
         if self.progress is not None:
             self.progress.update(record.episode_return)
-        if self.quotas.met and not self._stopping and self.driver is not None:
-            self._stopping = True
+        if quotas.met and self.driver is not None:
+            # The driver ends the session after this step; the loop's time ends here.
+            self.ended_ns = perf_counter_ns()
             self.driver.request_stop(_STOP_REASON)
-
-    async def telemetry_summary(self, event: Any) -> None:
-        self.ended_at = time.perf_counter()
-        self.summary = event
 
 
 class _Evaluation:
@@ -116,20 +119,15 @@ class _Evaluation:
         self.quotas = lane_quotas(episodes, resolved.num_envs)
         self.token = CancellationToken()
         self.hooks: _EvaluationHooks | None = None
+        self.timed_env: TimedEnv | None = None
+        self.timed_model: TimedModel | None = None
 
     def cancel(self, loop: asyncio.AbstractEventLoop) -> None:
         """Ask the running session to end (called on its loop's thread)."""
         self.token.cancel()
 
-    def _result(self, *, complete: bool, total_steps: int, wall_seconds: float) -> EvalResult:
+    def _result(self, *, complete: bool) -> EvalResult:
         hooks = self.hooks
-        records = tuple(hooks.quotas.records) if hooks is not None else ()
-        timings = _timings(
-            hooks.summary if hooks is not None else None,
-            num_envs=self.resolved.num_envs,
-            total_steps=total_steps,
-            wall_seconds=wall_seconds,
-        )
         return EvalResult(
             env_id=self.resolved.env_id,
             policy=self.policy_name,
@@ -141,16 +139,36 @@ class _Evaluation:
             session_id=self.session_id,
             route_id=self.route_id,
             quotas=self.quotas,
-            episodes=records,
-            timings=timings,
+            episodes=tuple(hooks.quotas.records) if hooks is not None else (),
+            timings=self._timings(),
             complete=complete,
+        )
+
+    def _timings(self) -> EvalTimings:
+        hooks, env, model = self.hooks, self.timed_env, self.timed_model
+        if hooks is None or hooks.started_ns is None or env is None or model is None:
+            return EvalTimings()
+        ended_ns = hooks.ended_ns if hooks.ended_ns is not None else perf_counter_ns()
+        wall_ns = max(ended_ns - hooks.started_ns, 1)
+        steps = env.steps
+        env_steps = steps * self.resolved.num_envs
+        other_ns = wall_ns - env.reset_ns - env.step_ns - model.predict_ns
+        return EvalTimings(
+            wall_seconds=wall_ns / 1e9,
+            vector_steps=steps,
+            env_steps=env_steps,
+            env_steps_per_second=env_steps / (wall_ns / 1e9),
+            resets=env.resets,
+            reset_ms=env.reset_ns / 1e6,
+            env_step_ms=env.step_ns / steps / 1e6 if steps else None,
+            model_wait_ms=model.predict_ns / model.predicts / 1e6 if model.predicts else None,
+            overhead_ms=max(other_ns, 0) / steps / 1e6 if steps else None,
         )
 
     async def run(self) -> EvalResult:
         resolved = self.resolved
         progress: EpisodeProgress | None = None
         recorder: Any = None
-        started = time.perf_counter()
         try:
             if self.record is not None:
                 from rlmesh_gym.recording import EpisodeRecorder
@@ -169,10 +187,12 @@ class _Evaluation:
             if recorder is not None:
                 all_hooks.append(recorder)
             all_hooks.extend(self.user_hooks)
+            self.timed_env = TimedEnv(resolved.env)
+            self.timed_model = TimedModel(self.model)
             spec = RuntimeSessionSpec(
                 session_id=self.session_id,
                 route_id=self.route_id,
-                env_contract=resolved.env.contract,
+                env_contract=self.timed_env.contract,
                 num_envs=resolved.num_envs,
                 env_id=resolved.env_id,
                 base_seed=self.seed,
@@ -180,18 +200,16 @@ class _Evaluation:
                 close_env_on_end=resolved.owned,
                 limits=self.limits,
             )
-            driver = RuntimeDriver(spec, resolved.env, self.model, hooks=all_hooks)
+            driver = RuntimeDriver(spec, self.timed_env, self.timed_model, hooks=all_hooks)
             hooks.driver = driver
-            started = time.perf_counter()
-            report = await driver.run_with_cancellation_reason(self.token, _INTERRUPT_REASON)
+            await driver.run_with_cancellation_reason(self.token, _INTERRUPT_REASON)
         except InvalidSpecError:
             # Rejected before anything ran: the driver closed nothing.
             await self._close_owned_env()
             raise
         except RuntimeDriverError as exc:
             # The driver's failure path has closed the env (when owned) and the model route.
-            wall = self._wall(started)
-            partial = self._result(complete=False, total_steps=0, wall_seconds=wall)
+            partial = self._result(complete=False)
             raise EvaluationError(
                 f"evaluation of {resolved.env_id} failed after {len(partial.episodes)} of "
                 f"{self.episodes} episodes: {exc}",
@@ -207,16 +225,7 @@ class _Evaluation:
                 progress.close()
             if recorder is not None:
                 recorder.close()
-        return self._result(complete=True, total_steps=report.total_steps, wall_seconds=self._wall(started))
-
-    def _wall(self, fallback_start: float) -> float:
-        """Seconds from the session's start (before the cold reset) to its telemetry summary."""
-        hooks = self.hooks
-        if hooks is None:
-            return 0.0
-        end = hooks.ended_at if hooks.ended_at is not None else time.perf_counter()
-        start = hooks.started_at if hooks.started_at is not None else fallback_start
-        return end - start
+        return self._result(complete=True)
 
     async def _close_owned_env(self) -> None:
         if self.resolved.owned:
@@ -224,27 +233,6 @@ class _Evaluation:
                 await self.resolved.env.close(self.limits.service_close_timeout)
             except Exception:  # the original error matters more than a failed close
                 pass
-
-
-def _timings(summary: Any, *, num_envs: int, total_steps: int, wall_seconds: float) -> EvalTimings:
-    env_steps = total_steps * num_envs
-    fields: dict[str, Any] = {
-        "wall_seconds": wall_seconds,
-        "vector_steps": total_steps,
-        "env_steps": env_steps,
-        "env_steps_per_second": env_steps / wall_seconds if wall_seconds > 0 else 0.0,
-    }
-    if summary is not None:
-        # Reset latency is not a driver series; the env reports it as "env.reset" telemetry.
-        for timing in summary.timings:
-            if timing.operation == "env.reset" and timing.avg_ms is not None:
-                fields["resets"] = fields.get("resets", 0) + timing.sample_count
-                fields["reset_ms"] = fields.get("reset_ms", 0.0) + timing.avg_ms * timing.sample_count
-        fields["env_step_ms"] = summary.env_latency_ms_avg
-        fields["env_step_p95_ms"] = summary.env_latency_ms_p95
-        fields["model_wait_ms"] = summary.model_latency_ms_avg
-        fields["model_wait_p95_ms"] = summary.model_latency_ms_p95
-    return EvalTimings(**fields)
 
 
 def _prepare(

@@ -25,13 +25,16 @@ _HTML_ROWS = 10
 class EvalTimings:
     """Where the time of an evaluation went.
 
-    ``env_steps`` counts lane steps (``vector_steps * num_envs``), the same way a hand-written
-    vector loop counts them; ``env_steps_per_second`` divides it by ``wall_seconds``, the time
-    the runtime session took from its cold reset to its last step (env creation, policy loading
-    and closing are not included). The per-step latencies (milliseconds per vector step) come
-    from the driver's telemetry summary and are ``None`` when the session produced none (no
-    step, or a failed session). ``reset_ms`` is the total time spent in ``env.reset`` calls
-    (the cold reset plus, under DISABLED autoreset, the driver's partial resets).
+    ``wall_seconds`` is the runtime session's time from its start (the cold reset) to the step
+    that met the last quota; env construction, policy loading and closing are not included.
+    ``env_steps`` counts lane steps (``vector_steps * num_envs``), the way a hand-written vector
+    loop counts them, and ``env_steps_per_second`` divides it by ``wall_seconds``.
+
+    The rest splits that time: ``reset_ms`` is the total spent in ``env.reset`` (``resets``
+    calls: the cold reset, plus the driver's partial resets under DISABLED autoreset);
+    ``env_step_ms`` and ``model_wait_ms`` are the mean time of one vector ``env.step`` and one
+    batched ``model.predict``; ``overhead_ms`` is the mean time per vector step spent in
+    neither (the driver loop and the hooks). They are ``None`` when no step ran.
     """
 
     wall_seconds: float = 0.0
@@ -41,9 +44,8 @@ class EvalTimings:
     resets: int = 0
     reset_ms: float = 0.0
     env_step_ms: float | None = None
-    env_step_p95_ms: float | None = None
     model_wait_ms: float | None = None
-    model_wait_p95_ms: float | None = None
+    overhead_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The timings as a JSON-ready dict."""
@@ -262,10 +264,10 @@ class EvalResult:
             ("success rate", "n/a" if self.success_rate is None else f"{self.success_rate:.1%}"),
             ("env-steps/s", num(timing.env_steps_per_second, 0)),
             ("env-steps", f"{timing.env_steps:,} in {timing.wall_seconds:.2f} s"),
-            ("env step (ms)", f"{num(timing.env_step_ms, 3)} mean, {num(timing.env_step_p95_ms, 3)} p95"),
             (
-                "model wait (ms)",
-                f"{num(timing.model_wait_ms, 3)} mean, {num(timing.model_wait_p95_ms, 3)} p95",
+                "per vector step",
+                f"env {num(timing.env_step_ms, 3)} ms, model {num(timing.model_wait_ms, 3)} ms, "
+                f"driver {num(timing.overhead_ms, 3)} ms",
             ),
             ("resets", f"{timing.resets} in {num(timing.reset_ms, 1)} ms"),
         ]

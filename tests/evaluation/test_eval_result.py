@@ -50,9 +50,8 @@ def _result(records: list[EpisodeRecord], num_envs: int = 2, complete: bool = Tr
             resets=1,
             reset_ms=1.5,
             env_step_ms=0.1,
-            env_step_p95_ms=0.2,
             model_wait_ms=0.3,
-            model_wait_p95_ms=0.4,
+            overhead_ms=0.2,
         ),
         complete=complete,
     )

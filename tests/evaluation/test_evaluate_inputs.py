@@ -293,4 +293,5 @@ def test_env_failure_mid_run_raises_closes_the_env_and_keeps_the_partial_result(
     partial = error.partial
     assert partial.complete is False and len(partial.episodes) == 4
     assert partial.episodes_per_lane == (2, 2) and partial.returns == [3.0] * 4
+    assert partial.timings.vector_steps == 9  # the 10th step failed
     assert ExplodingEnv.closes == 2  # the env evaluate() built was closed (both lanes)

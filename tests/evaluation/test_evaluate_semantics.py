@@ -185,3 +185,34 @@ def test_every_disabled_episode_replays_from_its_seed_in_a_plain_env():
 def test_unseeded_runs_still_count_quotas():
     result = evaluate("CartPole-v1", "random", episodes=4, num_envs=2, seed=None, progress=False)
     assert result.episodes_per_lane == (2, 2) and result.seed is None
+
+
+@pytest.mark.parametrize(
+    "mode, vector_steps, resets",
+    [
+        # Lane 1 (5-step episodes) sets the pace; NEXT_STEP spends one reset step between episodes.
+        ("next_step", 11, 1),
+        ("same_step", 10, 1),
+        # DISABLED: the cold reset plus a driver reset each time a lane finishes before the end
+        # (lane 0 at steps 3, 6, 9; lane 1 at step 5).
+        ("disabled", 10, 5),
+    ],
+)
+def test_timings_count_lane_steps_like_a_vector_loop(mode, vector_steps, resets):
+    env = mixed_length_vector_env(
+        [3, 5], autoreset={"next_step": "NextStep", "same_step": "SameStep", "disabled": "Disabled"}[mode]
+    )
+    try:
+        result = evaluate(env, "random", episodes=4, seed=0, progress=False)
+    finally:
+        env.close()
+    timings = result.timings
+    assert (timings.vector_steps, timings.env_steps, timings.resets) == (
+        vector_steps,
+        2 * vector_steps,
+        resets,
+    )
+    assert timings.wall_seconds > 0
+    assert timings.env_steps_per_second == pytest.approx(timings.env_steps / timings.wall_seconds)
+    parts = (timings.env_step_ms + timings.model_wait_ms + timings.overhead_ms) * vector_steps
+    assert parts + timings.reset_ms == pytest.approx(timings.wall_seconds * 1000)
