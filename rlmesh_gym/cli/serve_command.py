@@ -20,6 +20,7 @@ import inspect
 import os
 import signal
 import sys
+import warnings
 from typing import Any
 
 __all__ = ["register", "run_serve_env", "run_serve_policy"]
@@ -183,7 +184,12 @@ async def _serve_until_stopped(server: Any, banner: str) -> None:
         except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
             pass
     try:
-        await server.start()
+        from rlmesh_gym.serve.endpoint import InsecureBindWarning
+
+        with warnings.catch_warnings():
+            # Printed below as one plain line instead of a Python warning with a source location.
+            warnings.simplefilter("ignore", InsecureBindWarning)
+            await server.start()
         if server.exposure_warning:
             print(f"rlmesh-gym: warning: {server.exposure_warning}", file=sys.stderr, flush=True)
         print(f"rlmesh-gym: {banner} on {server.address}", flush=True)
