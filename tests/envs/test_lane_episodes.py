@@ -1,0 +1,160 @@
+"""LaneEpisodes on its own: the lane lifecycle, the interrupted buffer and drain."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+
+import numpy as np
+import pytest
+
+from rlmesh_gym.envs import LaneEpisodes
+from rlmesh_gym.envs.episodes import INTERRUPTED_BUFFER_LIMIT, new_episode_id
+from rlmesh_gym.proto import env_pb2
+
+NEXT, SAME, DISABLED = (
+    env_pb2.AUTORESET_MODE_NEXT_STEP,
+    env_pb2.AUTORESET_MODE_SAME_STEP,
+    env_pb2.AUTORESET_MODE_DISABLED,
+)
+
+
+def step(book: LaneEpisodes, rewards, terminated, truncated=None):
+    response = env_pb2.StepResponse()
+    truncated = [False] * len(rewards) if truncated is None else truncated
+    finished = book.record_step(
+        np.asarray(rewards, dtype=np.float64),
+        np.asarray(terminated, dtype=np.bool_),
+        np.asarray(truncated, dtype=np.bool_),
+        response.completed_episodes,
+    )
+    return response, finished
+
+
+def test_seed_zero_is_recorded_and_unseeded_lanes_have_none():
+    book = LaneEpisodes(2, DISABLED)
+    book.start([0, 1], [0, None])
+    response, finished = step(book, [1.5, 2.0], [True, True])
+    assert [m.HasField("seed") for m in response.completed_episodes] == [True, False]
+    assert response.completed_episodes[0].seed == 0
+    assert [lane for lane, _ in finished] == [0, 1]
+    assert [entry.episode_id for _, entry in finished] == [m.episode_id for m in response.completed_episodes]
+
+
+def test_next_step_counts_exclude_the_reset_step():
+    book = LaneEpisodes(1, NEXT)
+    book.start([0], [5])
+    (first,) = book.ids
+    step(book, [1.0], [False])
+    response, _ = step(book, [2.0], [True])
+    assert [(m.step_count, m.cumulative_reward, m.seed) for m in response.completed_episodes] == [(2, 3.0, 5)]
+    assert book.ids == [first]
+    step(book, [0.0], [False])  # the reset step
+    (second,) = book.ids
+    assert second != first
+    step(book, [4.0], [False])
+    response, _ = step(book, [4.0], [True])
+    (metadata,) = response.completed_episodes
+    assert (metadata.episode_id, metadata.step_count, metadata.cumulative_reward) == (second, 2, 8.0)
+    assert not metadata.HasField("seed")
+
+
+def test_next_step_reset_step_must_be_quiet():
+    book = LaneEpisodes(2, NEXT)
+    book.start([0, 1], [None, None])
+    step(book, [1.0, 1.0], [True, False])
+    with pytest.raises(ValueError, match=r"NEXT_STEP lanes \[0\] were waiting.*rewards \[0.5\]"):
+        step(book, [0.5, 1.0], [False, False])
+    with pytest.raises(ValueError, match=r"terminated \[True\]"):
+        step(book, [0.0, 1.0], [True, False])
+    response, _ = step(book, [0.0, 1.0], [False, True])  # nothing changed by the refused steps
+    assert [(m.env_index, m.step_count, m.cumulative_reward) for m in response.completed_episodes] == [
+        (1, 2, 2.0)
+    ]
+
+
+def test_same_step_rolls_in_the_done_step():
+    book = LaneEpisodes(1, SAME)
+    book.start([0], [3])
+    (first,) = book.ids
+    response, _ = step(book, [1.0], [True])
+    (second,) = book.ids
+    assert second != first and response.completed_episodes[0].episode_id == first
+    response, _ = step(book, [2.0], [True])
+    assert [(m.episode_id, m.step_count, m.cumulative_reward) for m in response.completed_episodes] == [
+        (second, 1, 2.0)
+    ]
+
+
+def test_disabled_lane_id_is_empty_from_the_step_after_it_finished():
+    book = LaneEpisodes(2, DISABLED)
+    book.start([0, 1], [1, 2])
+    a, b = book.ids
+    step(book, [1.0, 1.0], [True, False])
+    assert book.ids == [a, b] and not book.all_active
+    assert book.idle_lanes().tolist() == [0]
+    response, _ = step(book, [9.0, 1.0], [True, False])  # an idle lane's reward and done are ignored
+    assert book.ids == ["", b] and not response.completed_episodes
+    book.start([0], [4])
+    assert book.ids[0] not in ("", a) and book.all_active
+    response, _ = step(book, [3.0, 1.0], [True, True])
+    assert [
+        (m.env_index, m.step_count, m.cumulative_reward, m.seed) for m in response.completed_episodes
+    ] == [
+        (0, 1, 3.0, 4),
+        (1, 3, 3.0, 2),
+    ]
+
+
+def test_interrupted_episodes_are_buffered_and_capped():
+    book = LaneEpisodes(1, NEXT)
+    book.start([0], [0])
+    with pytest.warns(RuntimeWarning, match="dropping the oldest"):
+        for seed in range(1, INTERRUPTED_BUFFER_LIMIT + 2):
+            book.start([0], [seed])
+    response, _ = step(book, [1.0], [False])
+    seeds = [m.seed for m in response.completed_episodes]
+    assert seeds == list(range(1, INTERRUPTED_BUFFER_LIMIT + 1))  # seed 0's episode was dropped
+    assert all(
+        (m.terminated, m.truncated, m.step_count) == (False, True, 0) for m in response.completed_episodes
+    )
+
+
+def test_drain_ends_everything_and_leaves_lanes_idle():
+    book = LaneEpisodes(3, NEXT)
+    book.start([0, 1, 2], [None, None, None])
+    step(book, [1.0, 1.0, 1.0], [True, False, False])  # lane 0 pending its autoreset
+    book.start([1], [8])  # interrupts lane 1's episode
+    drained = book.drain()
+    assert [(m.env_index, m.step_count, m.truncated, m.terminated) for m in drained] == [
+        (1, 1, True, False),  # the interrupted one first
+        (1, 0, True, False),
+        (2, 1, True, False),
+    ]
+    assert book.ids == ["", "", ""] and book.idle_lanes().tolist() == [0, 1, 2]
+    response, _ = step(book, [0.0, 1.0, 1.0], [False, False, False])
+    assert not response.completed_episodes  # the pending roll was dropped with the drain
+
+
+def test_arguments_are_checked():
+    with pytest.raises(ValueError, match="num_envs must be at least 1"):
+        LaneEpisodes(0, NEXT)
+    with pytest.raises(ValueError, match="autoreset_mode must be NEXT_STEP"):
+        LaneEpisodes(1, env_pb2.AUTORESET_MODE_UNSPECIFIED)
+    with pytest.raises(ValueError, match=r"one seed \(or None\) per started lane \(2\), got 1"):
+        LaneEpisodes(2, NEXT).start([0, 1], [None])
+
+
+def test_episode_ids_are_uuid4():
+    ids = {new_episode_id() for _ in range(1000)}
+    assert len(ids) == 1000
+    for text in list(ids)[:50]:
+        parsed = uuid.UUID(text)
+        assert parsed.version == 4 and str(parsed) == text
+
+
+def test_envs_package_does_not_import_torch():
+    code = "import sys, rlmesh_gym.envs; print('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
