@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import struct
 import uuid
+import zlib
 from collections.abc import Coroutine
 from typing import Any
 
@@ -177,3 +179,21 @@ def port_is_free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def decode_png(data: bytes) -> tuple[tuple[int, int, int, int], np.ndarray]:
+    """(width, height, bit depth, colour type) and HxWxC pixels of an encode_png file (CRCs checked)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    chunks, offset = {}, 8
+    while offset < len(data):
+        (length,) = struct.unpack(">I", data[offset : offset + 4])
+        kind, body = data[offset + 4 : offset + 8], data[offset + 8 : offset + 8 + length]
+        (crc,) = struct.unpack(">I", data[offset + 8 + length : offset + 12 + length])
+        assert crc == zlib.crc32(kind + body)
+        chunks[kind] = body
+        offset += 12 + length
+    width, height, depth, color = struct.unpack(">IIBB", chunks[b"IHDR"][:10])
+    channels = {0: 1, 2: 3, 6: 4}[color]
+    rows = np.frombuffer(zlib.decompress(chunks[b"IDAT"]), np.uint8).reshape(height, 1 + width * channels)
+    assert (rows[:, 0] == 0).all()
+    return (width, height, depth, color), rows[:, 1:].reshape(height, width, channels)

@@ -9,7 +9,7 @@ import zlib
 import grpc
 import numpy as np
 import pytest
-from _serve_fakes import CountingEnv, port_is_free, run
+from _serve_fakes import CountingEnv, decode_png, port_is_free, run
 
 from rlmesh_gym.proto import env_pb2, env_pb2_grpc
 from rlmesh_gym.runtime.errors import EnvRpcError
@@ -357,3 +357,51 @@ def test_binding_a_taken_port_is_a_clear_oserror():
                 await EnvServer(CountingEnv(), address=server.address).start()
 
     run(scenario())
+
+
+def test_a_request_past_its_timeout_ms_is_answered_with_timeout():
+    class SlowEnv(CountingEnv):
+        async def step(self, request):
+            await asyncio.sleep(0.2)
+            return await super().step(request)
+
+    async def scenario():
+        async with EnvServer(SlowEnv()) as server:
+            remote = await RemoteEnv.connect(server.address)
+            await remote.reset(env_pb2.ResetRequest())
+            late = step_request([0])
+            late.timeout_ms = 50
+            with pytest.raises(RemoteEnvError) as timed_out:
+                await remote.step(late)
+            patient = step_request([0])
+            patient.timeout_ms = 5000
+            answered = await remote.step(patient)
+            await remote.close()
+        return timed_out.value, answered
+
+    timed_out, answered = run(scenario())
+    assert (timed_out.code_name, timed_out.recoverable) == ("TIMEOUT", True)
+    assert timed_out.server_message == "env.step timed out after 50ms"
+    assert len(answered.response.rewards) == 1
+
+
+def test_a_real_gymnasium_env_renders_png_frames_per_lane():
+    from rlmesh_gym.envs import GymVectorEnv
+
+    async def scenario():
+        env = GymVectorEnv.make("CartPole-v1", num_envs=2, render_mode="rgb_array")
+        async with EnvServer(env) as server:
+            remote = await RemoteEnv.connect(server.address)
+            await remote.reset(env_pb2.ResetRequest(seeds=[1, 2]))
+            frames = [await remote.render(lane) for lane in (0, 1)]
+            expected = env.render_frames()
+            await remote.close()
+        await env.close(5.0)
+        return frames, expected
+
+    frames, expected = run(scenario())
+    for png, frame in zip(frames, expected, strict=True):
+        header, pixels = decode_png(png)
+        assert header == (600, 400, 8, 2)
+        np.testing.assert_array_equal(pixels, frame)
+    assert frames[0] != frames[1]  # two lanes, two different carts

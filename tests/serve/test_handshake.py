@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import struct
 import warnings
-import zlib
 
 import grpc
 import gymnasium as gym
 import numpy as np
 import pytest
 import rlmesh
+from _serve_fakes import decode_png
 
 from rlmesh_gym.proto import env_pb2, env_pb2_grpc, model_pb2
 from rlmesh_gym.serve.auth import validate_token
@@ -196,29 +195,12 @@ def test_tokens_must_be_sendable_as_metadata():
             validate_token(bad)
 
 
-def _decode_png(data: bytes) -> tuple[tuple[int, int, int, int], np.ndarray]:
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    chunks, offset = {}, 8
-    while offset < len(data):
-        (length,) = struct.unpack(">I", data[offset : offset + 4])
-        kind, body = data[offset + 4 : offset + 8], data[offset + 8 : offset + 8 + length]
-        (crc,) = struct.unpack(">I", data[offset + 8 + length : offset + 12 + length])
-        assert crc == zlib.crc32(kind + body)
-        chunks[kind] = body
-        offset += 12 + length
-    width, height, depth, color = struct.unpack(">IIBB", chunks[b"IHDR"][:10])
-    channels = {0: 1, 2: 3, 6: 4}[color]
-    rows = np.frombuffer(zlib.decompress(chunks[b"IDAT"]), np.uint8).reshape(height, 1 + width * channels)
-    assert (rows[:, 0] == 0).all()
-    return (width, height, depth, color), rows[:, 1:].reshape(height, width, channels)
-
-
 @pytest.mark.parametrize(
     ("shape", "color"), [((5, 7), 0), ((5, 7, 3), 2), ((5, 7, 4), 6), ((3, 5, 7), 2), ((4, 5, 7), 6)]
 )
 def test_png_frames_round_trip(shape, color):
     frame = np.arange(np.prod(shape), dtype=np.int64).reshape(shape) % 251
-    header, pixels = _decode_png(encode_png(frame))
+    header, pixels = decode_png(encode_png(frame))
     assert header == (7, 5, 8, color)
     if len(shape) == 2:
         expected = frame[..., None]
