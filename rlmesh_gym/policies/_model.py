@@ -221,9 +221,8 @@ class PolicyModel(ABC, Generic[RngT]):
         response = model_pb2.PredictResponse()
         response.context.CopyFrom(context)
         response.action.bytes.data = action
-        telemetry = core_pb2.OperationTelemetry(
-            operation=_OPERATION, metrics=(core_pb2.OperationMetric(name=_METRIC, duration_ns=forward_ns),)
-        )
+        telemetry = core_pb2.OperationTelemetry(operation=_OPERATION)
+        telemetry.metrics.add(name=_METRIC, duration_ns=forward_ns)
         return RuntimeModelPrediction(response, telemetry)
 
     async def close_route(self, request: model_pb2.CloseRouteRequest, timeout: float) -> None:

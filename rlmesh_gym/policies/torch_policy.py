@@ -87,6 +87,10 @@ def describe_output(value: object) -> str:
 
 
 def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    try:
+        return tensor.numpy()  # the common case: a CPU tensor without grad of a numpy dtype
+    except (RuntimeError, TypeError):
+        pass
     if tensor.requires_grad:
         tensor = tensor.detach()
     if tensor.device.type != "cpu":
@@ -276,7 +280,7 @@ class _ActionResolver:
 
     def _as_logits(self, tensor: torch.Tensor, rows: int) -> torch.Tensor | None:
         """``tensor`` as padded logits ``(..., n)`` if it has a logits shape for this leaf."""
-        shape = tuple(tensor.shape)
+        shape = tensor.shape
         if self.kind == "discrete":
             return tensor if shape == (rows, self.n) else None
         if self.kind != "multi_discrete":

@@ -311,3 +311,10 @@ def test_policy_exceptions_are_wrapped_with_the_observation_layout() -> None:
         "policy broken raised ValueError: bad input width (called with a tensor of shape (3, 2) float32)"
     )
     assert isinstance(caught.value.__cause__, ValueError)
+
+
+def test_outputs_that_require_grad_or_are_bfloat16_are_converted() -> None:
+    space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    weights = torch.full((ROWS, 2), 0.5, requires_grad=True)  # made outside inference mode
+    assert act(weights, space).tolist() == [[0.5, 0.5]] * ROWS
+    assert act(torch.full((ROWS, 2), 0.25, dtype=torch.bfloat16), space).tolist() == [[0.25, 0.25]] * ROWS
