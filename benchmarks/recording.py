@@ -34,7 +34,7 @@ import torch
 from rlmesh_gym.evaluation import evaluate
 from rlmesh_gym.policies.pretrained import load_pretrained
 from rlmesh_gym.recording import EpisodeRecorder, RecordingOptions, load_recording
-from rlmesh_gym.runtime.hooks import RuntimeHooks
+from rlmesh_gym.runtime import RuntimeHooks
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--lanes", type=int, nargs="+", default=[1, 8], help="lane counts N")

@@ -40,7 +40,7 @@ from rlmesh_gym.recording._format import FORMAT_NAME, FORMAT_VERSION, new_packer
 from rlmesh_gym.recording._lanes import LaneValues
 from rlmesh_gym.recording._options import RecordingOptions
 from rlmesh_gym.records import EpisodeRecord
-from rlmesh_gym.runtime.hooks import RuntimeHooks
+from rlmesh_gym.runtime import RuntimeHooks
 
 __all__ = ["AUTORESET_NAMES", "EpisodeRecorder"]
 

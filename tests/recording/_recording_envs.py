@@ -23,9 +23,7 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 
 from rlmesh_gym.envs import GymVectorEnv
 from rlmesh_gym.proto import model_pb2
-from rlmesh_gym.runtime.driver import RuntimeDriver
-from rlmesh_gym.runtime.seams import RuntimeModelPrediction
-from rlmesh_gym.runtime.spec import RuntimeSessionSpec
+from rlmesh_gym.runtime import RuntimeDriver, RuntimeModelPrediction, RuntimeSessionSpec
 from rlmesh_gym.spaces.codec import SpaceCodec
 
 SPACES: dict[str, gym.Space] = {

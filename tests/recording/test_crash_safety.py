@@ -14,8 +14,7 @@ from rlmesh_gym.recording import (
     RecordingWarning,
     load_recording,
 )
-from rlmesh_gym.runtime.errors import EnvRpcError
-from rlmesh_gym.runtime.hooks import RuntimeHooks
+from rlmesh_gym.runtime import EnvRpcError, RuntimeHooks
 
 
 def _record(path, max_episodes=6):

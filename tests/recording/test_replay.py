@@ -10,7 +10,7 @@ from _recording_envs import SPACES, HistoryEnv, make_env, run_session
 from rlmesh_gym.envs import GymVectorEnv
 from rlmesh_gym.proto import model_pb2
 from rlmesh_gym.recording import EpisodeRecorder, RecordingOptions, load_recording, replay_episode
-from rlmesh_gym.runtime.seams import RuntimeModelPrediction
+from rlmesh_gym.runtime import RuntimeModelPrediction
 from rlmesh_gym.spaces.codec import SpaceCodec
 
 
