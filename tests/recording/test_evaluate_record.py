@@ -97,3 +97,12 @@ def test_cli_eval_record_writes_a_recording_episodes_can_read(rec_path, capsys):
     assert all(replay_episode(recording, i).match for i in range(len(recording.episodes)))
     assert main(["episodes", str(rec_path)]) == 0
     assert "autoreset   disabled" in capsys.readouterr().out
+
+
+def test_evaluate_refuses_bad_recording_options_before_running(rec_path, tmp_path):
+    with pytest.raises(ValueError, match=r"lanes \[3\] do not exist: the env has 2 lane\(s\)"):
+        evaluate(
+            "CartPole-v1", "random", episodes=2, num_envs=2, record=RecordingOptions(rec_path, lanes=[3])
+        )
+    with pytest.raises(OSError, match="cannot create recording file"):
+        evaluate("CartPole-v1", "random", episodes=2, num_envs=2, record=tmp_path / "missing-dir" / "run.rec")
