@@ -1,5 +1,8 @@
 """Per-step overhead of the runtime driver, against the bare cost of the env and model calls.
 
+Times are CPU time of this process (time.process_time), so other work on a shared machine
+inflates them less than wall time would.
+
 An in-process fake env (NEXT_STEP autoreset, every lane's episode lasts --episode-steps
 steps, lanes staggered so episodes end on different steps) and a fake model that echoes the
 request context with a prebuilt action. For N in {1, 8, 64} it prints microseconds per driver
@@ -41,6 +44,7 @@ parser.add_argument("--episode-steps", type=int, default=200, help="steps per ep
 parser.add_argument("--lanes", type=int, nargs="+", default=[1, 8, 64], help="values of N")
 parser.add_argument("--repeats", type=int, default=3, help="best of this many runs")
 parser.add_argument("--profile", action="store_true", help="cProfile the no-hooks driver at the first N")
+parser.add_argument("--profile-hooks", action="store_true", help="with --profile: profile with the typical hooks")
 args = parser.parse_args()
 
 
@@ -149,20 +153,20 @@ async def bare_loop(num_envs: int, steps: int) -> float:
     for lane in range(num_envs):
         request.context.slots.add(env_index=lane, episode_id=env.ids[lane], step=1)
     step_request = env_pb2.StepRequest(action=model.action, timeout_ms=300_000)
-    started = time.perf_counter()
+    started = time.process_time()
     for _ in range(steps):
         await model.predict(request)
         await env.step(step_request)
-    return (time.perf_counter() - started) / steps * 1e6
+    return (time.process_time() - started) / steps * 1e6
 
 
 async def driver_loop(num_envs: int, steps: int, hooks: list[RuntimeHooks]) -> float:
     """A driver run of exactly `steps` steps."""
     env = FakeEnv(num_envs, args.episode_steps, stop_after=steps)
     driver = env.driver = RuntimeDriver(make_spec(num_envs), env, FakeModel(num_envs), hooks)
-    started = time.perf_counter()
+    started = time.process_time()
     report = await driver.run()
-    elapsed = time.perf_counter() - started
+    elapsed = time.process_time() - started
     assert report.total_steps == steps, report
     return elapsed / steps * 1e6
 
@@ -183,7 +187,7 @@ if args.profile:
     num_envs = args.lanes[0]
     profiler = cProfile.Profile()
     profiler.enable()
-    asyncio.run(driver_loop(num_envs, args.steps, []))
+    asyncio.run(driver_loop(num_envs, args.steps, [TypicalHooks()] if args.profile_hooks else []))
     profiler.disable()
-    print(f"\ncProfile of the no-hooks driver at N={num_envs}:")
+    print(f"\ncProfile of the driver at N={num_envs} ({'typical' if args.profile_hooks else 'no'} hooks):")
     pstats.Stats(profiler).sort_stats("tottime").print_stats(15)

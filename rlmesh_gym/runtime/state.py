@@ -63,12 +63,15 @@ def _field(tag: bytes, data: bytes) -> bytes:
 # PredictContext / PredictSlot wire pieces. Contexts are built as bytes and parsed once: one
 # C-level parse is much cheaper than a Python-level message construction per slot.
 _SLOT_TAG = b"\x22"  # PredictContext.slots (4, length-delimited)
-_STEP_TABLE_SIZE = 4096
-_STEP_FIELDS = tuple(
-    b"\x18" + _varint(step) if step else b"" for step in range(_STEP_TABLE_SIZE)
-)  # slot.step
+_STEP_FIELDS = tuple(b"\x18" + _varint(step) if step else b"" for step in range(1 << 14))  # PredictSlot.step
 _RESET_FIELD = b"\x20\x01"  # PredictSlot.reset = true
 _SLOT_HEADERS = tuple(_SLOT_TAG + _varint(size) for size in range(128))
+
+
+def _slot(prefix: bytes, step: int, reset: bool) -> bytes:
+    """One encoded ``PredictContext.slots`` entry."""
+    body = prefix + (b"\x18" + _varint(step) if step else b"") + (_RESET_FIELD if reset else b"")
+    return _SLOT_TAG + _varint(len(body)) + body
 
 
 def _slot_prefix(env_index: int, episode_id: str) -> bytes:
@@ -363,36 +366,31 @@ class RouteState:
     def next_request_id(self, phase: RequestPhase | str) -> str:
         """Use up the next request id: ``<session>:<route>:<phase>:<seq:06>``."""
         self.request_seq += 1
-        text = phase.value if isinstance(phase, RequestPhase) else phase
+        text = phase.value if type(phase) is RequestPhase else phase
         return f"{self._request_prefix}{text}:{self.request_seq:06d}"
 
     def fill_context(self, context: model_pb2.PredictContext, phase: RequestPhase | str) -> None:
         """Write a fresh context (next request id, every slot as it is now) into ``context``."""
         request_id = self.next_request_id(phase).encode("utf-8")
         total = self.total_steps
-        steps = _STEP_FIELDS
-        bodies = [
-            prefix + (steps[step] if (step := total - start) < _STEP_TABLE_SIZE else b"\x18" + _varint(step))
-            for prefix, start in zip(self._slot_prefixes, self._starts, strict=True)
-        ]
+        prefixes, starts = self._slot_prefixes, self._starts
+        try:
+            steps, headers = _STEP_FIELDS, _SLOT_HEADERS
+            slots = [
+                headers[len(body)] + body
+                for prefix, start in zip(prefixes, starts, strict=True)
+                for body in (prefix + steps[total - start],)
+            ]
+        except IndexError:  # a step past the table or a slot of 128+ bytes: encode in full
+            slots = [
+                _slot(prefix, total - start, False) for prefix, start in zip(prefixes, starts, strict=True)
+            ]
         if self._any_reset:
             for lane, reset in enumerate(self._resets):
                 if reset:
-                    bodies[lane] += _RESET_FIELD
-        headers = _SLOT_HEADERS
+                    slots[lane] = _slot(prefixes[lane], total - starts[lane], True)
         context.ParseFromString(
-            b"".join(
-                [
-                    self._context_head,
-                    b"\x1a",
-                    _varint(len(request_id)),
-                    request_id,
-                    *[
-                        (headers[len(body)] if len(body) < 128 else _SLOT_TAG + _varint(len(body))) + body
-                        for body in bodies
-                    ],
-                ]
-            )
+            b"".join([self._context_head, b"\x1a", _varint(len(request_id)), request_id, *slots])
         )
 
     def predict_request(
