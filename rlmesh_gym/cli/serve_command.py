@@ -20,6 +20,7 @@ import inspect
 import os
 import signal
 import sys
+import threading
 import warnings
 from typing import Any
 
@@ -177,12 +178,12 @@ async def _serve_until_stopped(server: Any, banner: str) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     installed = []
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        try:
+    # asyncio signal handlers need the main thread of a POSIX process; elsewhere (Windows, or a
+    # caller's worker thread) Ctrl+C arrives as KeyboardInterrupt instead.
+    if sys.platform != "win32" and threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
             installed.append(signum)
-        except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
-            pass
     try:
         from rlmesh_gym.serve.endpoint import InsecureBindWarning
 
