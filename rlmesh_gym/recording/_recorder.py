@@ -41,6 +41,15 @@ from rlmesh_gym.recording._lanes import LaneValues
 from rlmesh_gym.recording._options import RecordingOptions
 from rlmesh_gym.records import EpisodeRecord
 from rlmesh_gym.runtime import RuntimeHooks
+from rlmesh_gym.runtime.events import (
+    ActionReceivedEvent,
+    EpisodeCompletedEvent,
+    ObservationEmittedEvent,
+    SessionEndedEvent,
+    SessionFailedEvent,
+    SessionStartedEvent,
+    StepCompletedEvent,
+)
 
 __all__ = ["AUTORESET_NAMES", "EpisodeRecorder"]
 
@@ -178,7 +187,7 @@ class EpisodeRecorder(RuntimeHooks):
 
     # -- hooks (hot path first) ---------------------------------------------------------------
 
-    async def observation_emitted(self, event: Any) -> None:
+    async def observation_emitted(self, event: ObservationEmittedEvent) -> None:
         self._obs = event.observation
         ids = tuple(event.episode_ids)
         if ids != self._seen_ids:
@@ -186,10 +195,10 @@ class EpisodeRecorder(RuntimeHooks):
         if self._frame_lanes:
             self._maybe_render()
 
-    async def action_received(self, event: Any) -> None:
+    async def action_received(self, event: ActionReceivedEvent) -> None:
         self._action = event.action
 
-    async def step_completed(self, event: Any) -> None:
+    async def step_completed(self, event: StepCompletedEvent) -> None:
         response = event.response
         terminated = response.terminated_mask if response is not None else b""
         truncated = response.truncated_mask if response is not None else b""
@@ -209,7 +218,7 @@ class EpisodeRecorder(RuntimeHooks):
         if len(self._steps) >= _MAX_BUFFERED_STEPS:
             self._write_chunks()
 
-    async def episode_completed(self, event: Any) -> None:
+    async def episode_completed(self, event: EpisodeCompletedEvent) -> None:
         metadata = getattr(event, "metadata", None)
         lane = metadata.env_index if metadata is not None else event.env_index
         if lane not in self._lanes:
@@ -224,7 +233,7 @@ class EpisodeRecorder(RuntimeHooks):
         self._write({"kind": "episode", "lane": lane, "episode_id": episode_id, "record": record.to_dict()})
         self._file.flush()
 
-    async def session_started(self, event: Any) -> None:
+    async def session_started(self, event: SessionStartedEvent) -> None:
         self._reset_session_state()
         route = getattr(event, "route", None)
         self._write(
@@ -237,12 +246,12 @@ class EpisodeRecorder(RuntimeHooks):
         )
         self._file.flush()
 
-    async def session_ended(self, event: Any) -> None:
+    async def session_ended(self, event: SessionEndedEvent) -> None:
         self._finish_session(
             "ended", event.reason, total_steps=event.total_steps, total_episodes=event.total_episodes
         )
 
-    async def session_failed(self, event: Any) -> None:
+    async def session_failed(self, event: SessionFailedEvent) -> None:
         self._finish_session("failed", event.reason)
 
     def close(self) -> None:
@@ -307,7 +316,7 @@ class EpisodeRecorder(RuntimeHooks):
             if frame is None:
                 continue
             state = self._state[lane]
-            state.frames.append(np.asarray(frame))
+            state.frames.append(np.array(frame))  # a copy: renderers may reuse their buffer
             state.frame_steps.append(self._count - state.start + state.offset)
 
     def _write_steps(self, lane: int, last: int, *, final: bool) -> None:
@@ -389,6 +398,11 @@ class EpisodeRecorder(RuntimeHooks):
             self._file.flush()
 
     def _write(self, record: dict[str, Any]) -> None:
+        if self._closed:
+            raise ValueError(
+                f"EpisodeRecorder: {self.path!r} is closed; a closed recorder cannot record another "
+                "session (create a new EpisodeRecorder)"
+            )
         self._file.write(self._packer.pack(record))
 
 
@@ -396,7 +410,7 @@ def _flag(mask: bytes, lane: int) -> bool:
     return lane < len(mask) and mask[lane] != 0
 
 
-def _record_from_event(event: Any) -> EpisodeRecord:
+def _record_from_event(event: EpisodeCompletedEvent) -> EpisodeRecord:
     return EpisodeRecord(
         lane=event.env_index,
         episode_id=event.episode_id,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import warnings
 
 import msgpack
@@ -15,6 +16,7 @@ from rlmesh_gym.recording import (
     load_recording,
 )
 from rlmesh_gym.runtime import EnvRpcError, RuntimeHooks
+from rlmesh_gym.runtime.events import RuntimeRouteContext, SessionStartedEvent
 
 
 def _record(path, max_episodes=6):
@@ -147,6 +149,9 @@ def test_close_is_idempotent_and_marks_an_unfinished_session(rec_path):
     recording = load_recording(rec_path)
     assert [end["status"] for end in recording.ends] == ["closed"]
     assert recording.episodes == []
+    started = SessionStartedEvent("again", RuntimeRouteContext("r"), "env")
+    with pytest.raises(ValueError, match="is closed; a closed recorder cannot record another session"):
+        asyncio.run(recorder.session_started(started))
 
 
 def test_not_a_recording(tmp_path):
