@@ -145,7 +145,14 @@ def _make_env(
 
     try:
         runtime_env = GymVectorEnv.make(
-            env_id, num_envs=num_envs, autoreset=autoreset, vectorization=vectorization, **(env_kwargs or {})
+            env_id,
+            num_envs=num_envs,
+            autoreset=autoreset,
+            vectorization=vectorization,
+            # The adapter encodes each observation batch into bytes at once, so the vector env's
+            # defensive copy of it (copy=True, gymnasium's default) would be wasted work.
+            vector_kwargs={"copy": False},
+            **(env_kwargs or {}),
         )
     except gymnasium.error.UnregisteredEnv as exc:
         raise ValueError(f"unknown env id {env_id!r}: {exc}") from exc
