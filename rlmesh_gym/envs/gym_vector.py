@@ -195,7 +195,10 @@ class GymVectorEnv(RuntimeEnv):
         ``autoreset`` is ``"next_step"``, ``"same_step"`` or ``"disabled"`` (case-insensitive) or
         a ``gymnasium.vector.AutoresetMode``; ``vectorization`` is ``"sync"`` or ``"async"``.
         ``vector_kwargs`` go to the vector env constructor, ``wrappers`` wrap each sub-env, and
-        ``env_kwargs`` go to each sub-env's constructor.
+        ``env_kwargs`` go to each sub-env's constructor. ``copy`` defaults to ``False`` (the
+        adapter encodes each observation batch at once, so gymnasium's defensive copy is wasted
+        work); pass ``vector_kwargs={"copy": True}`` if you also step :attr:`env` yourself and
+        keep its observations.
         """
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
@@ -206,6 +209,7 @@ class GymVectorEnv(RuntimeEnv):
         if "autoreset_mode" in kwargs:
             raise ValueError("pass the autoreset mode as autoreset=..., not in vector_kwargs")
         kwargs["autoreset_mode"] = mode
+        kwargs.setdefault("copy", False)
         env = gymnasium.make_vec(
             env_id,
             num_envs=num_envs,

@@ -274,3 +274,12 @@ def test_make_async_vectorization():
         await env.close(5.0)
 
     run(body())
+
+
+def test_make_skips_gymnasiums_defensive_copy_unless_asked():
+    env = GymVectorEnv.make("CartPole-v1", num_envs=2)
+    assert env.env.copy is False
+    copying = GymVectorEnv.make("CartPole-v1", num_envs=2, vector_kwargs={"copy": True})
+    assert copying.env.copy is True
+    env.env.close()
+    copying.env.close()
