@@ -98,7 +98,7 @@ def drive(
     try:
         while True:
             # The operation is pending on `yielded`.
-            if token is not None and token._cancelled:
+            if token is not None and token.cancelled:
                 abandon(operation, yielded, loop)
                 return CANCELLED, None
             if waker.timed_out or loop.time() >= deadline:
@@ -127,7 +127,7 @@ def drive(
                 except BaseException:
                     abandon(operation, yielded, loop)
                     raise
-            if token is not None and token._cancelled:
+            if token is not None and token.cancelled:
                 abandon(operation, yielded, loop)
                 return CANCELLED, None
             try:

@@ -1,10 +1,10 @@
 """The runtime driver: one route's reset -> predict -> step loop (port of ``rlmesh-runtime`` rc.1).
 
->>> import asyncio
->>> from rlmesh_gym.runtime import RuntimeDriver, RuntimeSessionSpec
->>> # spec = RuntimeSessionSpec(session_id="s", route_id="r", env_contract=env.contract,
->>> #                           num_envs=env.num_envs, max_episodes=10)
->>> # report = asyncio.run(RuntimeDriver(spec, env, model).run())
+::
+
+    spec = RuntimeSessionSpec(session_id="s", route_id="r", env_contract=env.contract,
+                              num_envs=env.num_envs, max_episodes=10)
+    report = asyncio.run(RuntimeDriver(spec, env, model, hooks=[MyHooks()]).run())
 
 Control flow, event order, ids, seeds, counters and error texts follow the seed
 (runtime.md §1 and §7). What this port adds or decides where the seed is silent:
@@ -300,7 +300,7 @@ class RuntimeDriver:
 
         while True:
             token = self._token
-            if token is not None and token._cancelled:
+            if token is not None and token.cancelled:
                 raise RouteCancelledError(self._route_id, state.step, self._cancellation_reason)
             if self._stop_reason is not None:
                 return await self._end(state, self._stop_reason)
@@ -311,11 +311,12 @@ class RuntimeDriver:
             prediction = await guarded(
                 model.predict, request, started_ns, predict_timeout, "model.predict", predict_step
             )
-            if type(prediction) is not RuntimeModelPrediction:
+            if (
+                type(prediction) is not RuntimeModelPrediction
+                or type(prediction.response) is not model_pb2.PredictResponse
+            ):
                 _expect(prediction, RuntimeModelPrediction, model_pb2.PredictResponse, "model.predict")
             response = prediction.response
-            if type(response) is not model_pb2.PredictResponse:
-                _expect(prediction, RuntimeModelPrediction, model_pb2.PredictResponse, "model.predict")
             if response.context != request.context:
                 raise ModelRouteMismatchError(self._model_component_id, request.context.request_id)
             model_ns = perf_counter_ns() - started_ns
@@ -343,11 +344,9 @@ class RuntimeDriver:
             started_ns = perf_counter_ns()
             stepped = await guarded(env.step, step_request, started_ns, step_timeout, "env.step", action_step)
             env_ns = perf_counter_ns() - started_ns
-            if type(stepped) is not RuntimeEnvStep:
+            if type(stepped) is not RuntimeEnvStep or type(stepped.response) is not env_pb2.StepResponse:
                 _expect(stepped, RuntimeEnvStep, env_pb2.StepResponse, "env.step")
             step_response = stepped.response
-            if type(step_response) is not env_pb2.StepResponse:
-                _expect(stepped, RuntimeEnvStep, env_pb2.StepResponse, "env.step")
             timing.env_step.record(env_ns)
             if telemetry_on:
                 timing.record_operation_telemetry(env_component_id, stepped.telemetry)
@@ -448,14 +447,14 @@ class RuntimeDriver:
         """``await function(request)`` under ``timeout`` and the token (see :mod:`._guard`)."""
         token = self._token
         try:
-            if token is not None and token._cancelled:
+            if token is not None and token.cancelled:
                 raise RouteCancelledError(self._route_id, step, self._cancellation_reason)
             awaitable = function(request)
             running = awaitable if type(awaitable) is _CoroutineType else _guard.start(awaitable, operation)
             try:
                 yielded = running.send(None)
             except StopIteration as stop:
-                if token is not None and token._cancelled:
+                if token is not None and token.cancelled:
                     raise RouteCancelledError(self._route_id, step, self._cancellation_reason) from None
                 return stop.value
             loop = asyncio.get_running_loop()
