@@ -1098,3 +1098,55 @@ def test_plain_awaitables_such_as_futures_are_accepted() -> None:
     token = CancellationToken()
     report = run(RuntimeDriver(single_env_spec(), FutureEnv(terminal_after=2), EchoModel()), token)
     assert report.total_steps == 2
+
+
+def test_failure_shutdown_closes_env_and_model_concurrently() -> None:
+    # Each close can only finish once the other has started: a sequential shutdown would leave
+    # both unfinished (each abandoned at the close timeout).
+    events: dict[str, asyncio.Event] = {}
+
+    class Env(CountingEnv):
+        async def step(self, request):
+            raise ValueError("broken")
+
+        async def close(self, timeout):
+            events["env_started"].set()
+            await events["model_started"].wait()
+            await super().close(timeout)
+
+    class Model(EchoModel):
+        async def close_route(self, request, timeout):
+            events["model_started"].set()
+            await events["env_started"].wait()
+            await super().close_route(request, timeout)
+
+    env, model, hooks = Env(), Model(), RecordingHooks()
+
+    async def scenario():
+        events.update(env_started=asyncio.Event(), model_started=asyncio.Event())
+        spec = single_env_spec(limits=RuntimeLimits(service_close_timeout=0.5))
+        with pytest.raises(EnvRpcError) as caught:
+            await RuntimeDriver(spec, env, model, hooks).run()
+        return caught.value
+
+    error = asyncio.run(scenario())
+    assert_failed_cleanly(env, model, hooks, error)
+
+
+def test_failure_shutdown_is_bounded_when_both_closes_hang() -> None:
+    class Env(CountingEnv):
+        async def reset(self, request):
+            raise ValueError("no reset")
+
+        async def close(self, timeout):
+            await asyncio.sleep(3600)
+
+    class Model(EchoModel):
+        async def close_route(self, request, timeout):
+            await asyncio.sleep(3600)
+
+    hooks = RecordingHooks()
+    spec = single_env_spec(limits=RuntimeLimits(service_close_timeout=0.01))
+    error = fail(RuntimeDriver(spec, Env(), Model(), hooks), EnvRpcError)
+    assert (error.operation, error.step) == ("reset", 0)
+    assert [event.reason for event in hooks.named("session_failed")] == [str(error)]
