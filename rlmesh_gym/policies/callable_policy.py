@@ -29,9 +29,19 @@ class CallablePolicy(PolicyModel[None]):
     in float Boxes. A mismatch raises ``ModelRpcError`` naming what ``fn`` returned and the
     expected layout.
 
-    Example:
+    Example (CartPole: push towards the side the pole leans to):
+        >>> import asyncio
         >>> import numpy as np
-        >>> policy = CallablePolicy(lambda obs: (obs[:, 2] > 0).astype(np.int64))  # CartPole
+        >>> from rlmesh_gym.proto import model_pb2, spaces_pb2
+        >>> obs = spaces_pb2.SpaceSpec(shape=[4], dtype=spaces_pb2.D_TYPE_FLOAT32,
+        ...                            box=spaces_pb2.BoxSpec(unbounded=True))
+        >>> act = spaces_pb2.SpaceSpec(dtype=spaces_pb2.D_TYPE_INT64, discrete=spaces_pb2.DiscreteSpec(n=2))
+        >>> policy = CallablePolicy(lambda batch: (batch[:, 2] > 0).astype(np.int64), (obs, act))
+        >>> request = model_pb2.PredictRequest()
+        >>> _ = request.context.slots.add(env_index=0, episode_id="episode-0")
+        >>> request.observation.bytes.data = np.array([[0.0, 0.0, 0.1, 0.0]], dtype=np.float32).tobytes()
+        >>> asyncio.run(policy.predict(request)).response.action.bytes.data.hex()
+        '0100000000000000'
     """
 
     def __init__(

@@ -118,10 +118,18 @@ class RandomPolicy(PolicyModel[np.random.Generator]):
     actions whatever ran before; ``close_route`` drops the route's generator.
 
     Example:
-        >>> from rlmesh_gym.proto import spaces_pb2
-        >>> action = spaces_pb2.SpaceSpec(dtype=spaces_pb2.D_TYPE_INT64,
-        ...                               discrete=spaces_pb2.DiscreteSpec(n=3))
-        >>> policy = RandomPolicy(seed=0, contract_or_spaces=(action, action))
+        >>> import asyncio
+        >>> from rlmesh_gym.proto import model_pb2, spaces_pb2
+        >>> spec = spaces_pb2.SpaceSpec(dtype=spaces_pb2.D_TYPE_INT64,
+        ...                             discrete=spaces_pb2.DiscreteSpec(n=100))
+        >>> request = model_pb2.PredictRequest()
+        >>> request.context.session_id, request.context.route_id = "session", "route"
+        >>> _ = request.context.slots.add(env_index=0, episode_id="episode-0")
+        >>> request.observation.bytes.data = bytes(8)
+        >>> def actions(policy):
+        ...     return asyncio.run(policy.predict(request)).response.action.bytes.data
+        >>> actions(RandomPolicy(7, (spec, spec))) == actions(RandomPolicy(7, (spec, spec)))
+        True
     """
 
     def __init__(

@@ -355,19 +355,26 @@ class TorchPolicy(PolicyModel[torch.Generator]):
       ignored) or ``(N, sum(nvec))`` (concatenated per component, as in Stable-Baselines3);
     * a ``torch.distributions.Distribution``: its mode (``argmax`` of probabilities for
       Categorical, ``p > 0.5`` for Bernoulli, the base mode pushed through the transforms for
-      TransformedDistribution, else ``.mode`` then ``.mean``), or a seeded sample. Values drawn
-      for a Discrete leaf are indices (``start + i``).
+      TransformedDistribution, else ``.mode``, with ``.mean`` where torch has no mode or
+      reports NaN), or a seeded sample. Values drawn for a Discrete leaf are indices
+      (``start + i``).
 
     Anything else raises :class:`~rlmesh_gym.runtime.errors.ModelRpcError` naming the output
     and the expected layout.
 
-    Example:
-        >>> import torch
-        >>> from rlmesh_gym.proto import spaces_pb2
-        >>> obs = spaces_pb2.SpaceSpec(shape=[4], dtype=spaces_pb2.D_TYPE_FLOAT32,
+    Example (the observation rows serve as logits):
+        >>> import asyncio
+        >>> from rlmesh_gym.proto import model_pb2, spaces_pb2
+        >>> obs = spaces_pb2.SpaceSpec(shape=[2], dtype=spaces_pb2.D_TYPE_FLOAT32,
         ...                            box=spaces_pb2.BoxSpec(unbounded=True))
         >>> act = spaces_pb2.SpaceSpec(dtype=spaces_pb2.D_TYPE_INT64, discrete=spaces_pb2.DiscreteSpec(n=2))
-        >>> policy = TorchPolicy(torch.nn.Linear(4, 2), (obs, act))   # logits -> argmax
+        >>> policy = TorchPolicy(lambda batch: batch, (obs, act))
+        >>> request = model_pb2.PredictRequest()
+        >>> for lane in range(2):
+        ...     _ = request.context.slots.add(env_index=lane, episode_id=f"episode-{lane}")
+        >>> request.observation.bytes.data = bytes.fromhex("0000803f00000000" "000000000000803f")
+        >>> asyncio.run(policy.predict(request)).response.action.bytes.data.hex()  # actions 0 and 1
+        '00000000000000000100000000000000'
     """
 
     def __init__(
