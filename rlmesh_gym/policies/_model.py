@@ -66,6 +66,10 @@ class PolicyModel(ABC, Generic[RngT]):
     """
 
     component_id: str
+    # Set by bind() (predict checks _spaces first, so these exist whenever they are used).
+    _observation_codec: SpaceCodec
+    _action_codec: SpaceCodec
+    _action_plan: ActionPlan
 
     def __init__(
         self,
@@ -80,9 +84,6 @@ class PolicyModel(ABC, Generic[RngT]):
         self.component_id = component_id
         self.seed = check_seed(seed, type(self).__name__)
         self._spaces: PolicySpaces | None = None
-        self._observation_codec: SpaceCodec | None = None
-        self._action_codec: SpaceCodec | None = None
-        self._action_plan: ActionPlan | None = None
         self._rng_factory = rng_factory
         self._route_rngs: dict[tuple[str, str], RngT] = {}
         if contract_or_spaces is not None:
@@ -151,7 +152,7 @@ class PolicyModel(ABC, Generic[RngT]):
         """The observation batch (codec layout) of ``rows`` lanes, or a ModelRpcError saying why not."""
         codec = self._observation_codec
         try:
-            return codec.decode_batch(data, rows)  # type: ignore[union-attr]
+            return codec.decode_batch(data, rows)
         except CodecError as error:
             got = self._observation_rows(data)
             if got is not None and got != rows:
@@ -161,15 +162,13 @@ class PolicyModel(ABC, Generic[RngT]):
                     error,
                 ) from error
             raise self._fail(
-                f"the observation batch does not decode as {describe_space(codec.spec)}: {error}",  # type: ignore[union-attr]
+                f"the observation batch does not decode as {describe_space(codec.spec)}: {error}",
                 error,
             ) from error
 
     def _observation_rows(self, data: bytes) -> int | None:
         """How many rows ``data`` holds, if that can be told at all."""
         codec = self._observation_codec
-        if codec is None:
-            return None
         if codec.lane_nbytes:
             whole, rest = divmod(len(data), codec.lane_nbytes)
             return None if rest else whole
@@ -183,7 +182,7 @@ class PolicyModel(ABC, Generic[RngT]):
     def _encode_actions(self, values: Any, rows: int, who: str) -> bytes:
         """Check ``values`` (codec batch layout) against the action space and encode them."""
         try:
-            checked = self._action_plan.check(values, rows)  # type: ignore[union-attr]
+            checked = self._action_plan.check(values, rows)
         except ActionMismatch as error:
             raise self._fail(error.explain(who), error) from error
         return self._encode_checked(checked, rows)
@@ -191,7 +190,7 @@ class PolicyModel(ABC, Generic[RngT]):
     def _encode_checked(self, values: Any, rows: int) -> bytes:
         """Encode already-checked actions; a CodecError here names the action path."""
         try:
-            return self._action_codec.encode_batch(values, rows)  # type: ignore[union-attr]
+            return self._action_codec.encode_batch(values, rows)
         except CodecError as error:
             raise self._fail(f"the actions do not encode: {error}", error) from error
 

@@ -132,6 +132,8 @@ class RandomPolicy(PolicyModel[np.random.Generator]):
         True
     """
 
+    _sampler: _Sampler  # set by bind()
+
     def __init__(
         self,
         seed: int | None = None,
@@ -144,18 +146,17 @@ class RandomPolicy(PolicyModel[np.random.Generator]):
                 "RandomPolicy: the first argument is the seed; pass the contract as "
                 "RandomPolicy(seed, contract) or RandomPolicy(contract_or_spaces=contract)"
             )
-        self._sampler: _Sampler | None = None
         super().__init__(
             contract_or_spaces, seed=seed, component_id=component_id, rng_factory=np.random.default_rng
         )
 
     def _compile(self, spaces: PolicySpaces) -> None:
-        self._sampler = _Sampler(self._action_codec)  # type: ignore[arg-type]
+        self._sampler = _Sampler(self._action_codec)
 
     def _act(self, data: bytes, rows: int, context: model_pb2.PredictContext) -> tuple[bytes, int]:
         self._decode_observation(data, rows)  # the batch must still match the slots
         rng = self._route_rng(context)
         start = time.perf_counter_ns()
-        actions = self._sampler.sample(rng, rows)  # type: ignore[union-attr]
+        actions = self._sampler.sample(rng, rows)
         elapsed = time.perf_counter_ns() - start
         return self._encode_checked(actions, rows), elapsed

@@ -185,6 +185,7 @@ class _ActionResolver:
         "n",
         "pad_mask",
         "plan",
+        "shape",
         "start",
         "total",
     )
@@ -202,6 +203,7 @@ class _ActionResolver:
         self.pad_mask: torch.Tensor | None = None
         self.flat_rows = self.flat_columns = None
         leaf = self.leaf
+        self.shape: tuple[int, ...] = () if leaf is None else leaf.shape
         if leaf is None:
             return
         if self.kind == "discrete":
@@ -232,7 +234,7 @@ class _ActionResolver:
             mapping = f" where logit i is action {self.start}+i" if self.start else ""
             return f", or logits of shape {(rows, self.n)}{mapping}, or a Distribution over them"
         if self.kind == "multi_discrete":
-            padded = (rows, *self.leaf.shape, self.max_n)  # type: ignore[union-attr]
+            padded = (rows, *self.shape, self.max_n)
             return f", or logits of shape {padded} or {(rows, self.total)}, or a Distribution over them"
         return ", or a Distribution with values of that shape"
 
@@ -285,9 +287,9 @@ class _ActionResolver:
             return tensor if shape == (rows, self.n) else None
         if self.kind != "multi_discrete":
             return None
-        leaf_shape = self.leaf.shape  # type: ignore[union-attr]
-        if shape == (rows, *leaf_shape, self.max_n):
-            return tensor.masked_fill(self.pad_mask, float("-inf"))  # type: ignore[arg-type]
+        leaf_shape = self.shape
+        if self.pad_mask is not None and shape == (rows, *leaf_shape, self.max_n):
+            return tensor.masked_fill(self.pad_mask, float("-inf"))
         if shape == (rows, self.total) and shape != (rows, *leaf_shape):
             padded = tensor.new_full((rows, int(np.prod(leaf_shape)), self.max_n), float("-inf"))
             padded[:, self.flat_rows, self.flat_columns] = tensor
@@ -377,6 +379,9 @@ class TorchPolicy(PolicyModel[torch.Generator]):
         '00000000000000000100000000000000'
     """
 
+    _observe: Callable[[Any], Any]  # set by bind()
+    _resolver: _ActionResolver
+
     def __init__(
         self,
         policy: Callable[..., Any],
@@ -406,8 +411,6 @@ class TorchPolicy(PolicyModel[torch.Generator]):
         self.policy = policy
         self.deterministic = deterministic
         self.clip_actions = clip_actions
-        self._observe: Callable[[Any], Any] | None = None
-        self._resolver: _ActionResolver | None = None
         super().__init__(
             contract_or_spaces, seed=seed, component_id=component_id, rng_factory=self._generator
         )
@@ -449,13 +452,13 @@ class TorchPolicy(PolicyModel[torch.Generator]):
         return generator
 
     def _compile(self, spaces: PolicySpaces) -> None:
-        self._observe = _observation_converter(self._observation_codec, self.device)  # type: ignore[arg-type]
+        self._observe = _observation_converter(self._observation_codec, self.device)
         self._resolver = _ActionResolver(
             self._action_plan, self.device, self.deterministic, self.clip_actions
-        )  # type: ignore[arg-type]
+        )
 
     def _act(self, data: bytes, rows: int, context: model_pb2.PredictContext) -> tuple[bytes, int]:
-        observations = self._observe(self._decode_observation(data, rows))  # type: ignore[misc]
+        observations = self._observe(self._decode_observation(data, rows))
         with torch.inference_mode():
             start = time.perf_counter_ns()
             try:
@@ -468,7 +471,7 @@ class TorchPolicy(PolicyModel[torch.Generator]):
                 ) from error
             elapsed = time.perf_counter_ns() - start
             try:
-                actions = self._resolver.resolve(output, rows, "action", lambda: self._route_rng(context))  # type: ignore[union-attr]
+                actions = self._resolver.resolve(output, rows, "action", lambda: self._route_rng(context))
             except ActionMismatch as error:
                 raise self._fail(error.explain(f"policy {self._name()}", describe_output), error) from error
         return self._encode_checked(actions, rows), elapsed
