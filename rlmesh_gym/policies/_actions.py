@@ -169,6 +169,14 @@ class LeafPlan:
             raise fail(f"NaN at {np.argwhere(np.isnan(values))[0].tolist()}")
         if clip:
             values = np.clip(values, self.low, self.high)
+        elif values.dtype.kind == "f" and values.dtype.itemsize > self.native.itemsize and values.size:
+            # A narrowing cast would turn large finite values into inf (and warn): refuse instead.
+            limit = float(np.finfo(self.native).max)
+            finite = np.isfinite(values)
+            too_big = finite & (np.abs(np.where(finite, values, 0)) > limit)
+            if too_big.any():
+                name = "bfloat16" if self.bfloat16 else self.native.name
+                raise fail(f"{_first_bad(values, too_big)!r} overflows {name}")
         return values.astype(self.native, copy=False)
 
     def _check_integral(

@@ -142,3 +142,10 @@ def test_function_exceptions_are_wrapped() -> None:
 def test_fn_must_be_callable() -> None:
     with pytest.raises(TypeError, match=r"CallablePolicy: fn must be callable, got int 3"):
         CallablePolicy(3)
+
+
+def test_float_actions_that_overflow_a_narrower_box_dtype_are_refused() -> None:
+    space = gym.spaces.Box(-1.0, 1.0, (2,), np.float16)
+    assert act(lambda obs: np.full((ROWS, 2), np.inf), space).tolist() == [[np.inf, np.inf]] * ROWS
+    message = error_text(lambda obs: np.full((ROWS, 2), 1e6), space)
+    assert "(1000000.0 overflows float16)" in message

@@ -318,3 +318,12 @@ def test_outputs_that_require_grad_or_are_bfloat16_are_converted() -> None:
     weights = torch.full((ROWS, 2), 0.5, requires_grad=True)  # made outside inference mode
     assert act(weights, space).tolist() == [[0.5, 0.5]] * ROWS
     assert act(torch.full((ROWS, 2), 0.25, dtype=torch.bfloat16), space).tolist() == [[0.25, 0.25]] * ROWS
+
+
+def test_clipping_keeps_large_values_inside_a_narrow_box_dtype() -> None:
+    space = gym.spaces.Box(-1.0, 1.0, (2,), np.float16)
+    assert (
+        act(torch.full((ROWS, 2), 1e6, dtype=torch.float64), space, clip_actions=True).tolist()
+        == [[1.0, 1.0]] * ROWS
+    )
+    assert "overflows float16" in error_text(torch.full((ROWS, 2), 1e6, dtype=torch.float64), space)
