@@ -66,6 +66,7 @@ _SLOT_TAG = b"\x22"  # PredictContext.slots (4, length-delimited)
 _STEP_FIELDS = tuple(b"\x18" + _varint(step) if step else b"" for step in range(1 << 14))  # PredictSlot.step
 _RESET_FIELD = b"\x20\x01"  # PredictSlot.reset = true
 _SLOT_HEADERS = tuple(_SLOT_TAG + _varint(size) for size in range(128))
+_REQUEST_ID_HEADERS = tuple(b"\x1a" + _varint(size) for size in range(128))  # PredictContext.request_id
 
 
 def _slot(prefix: bytes, step: int, reset: bool) -> bytes:
@@ -372,26 +373,30 @@ class RouteState:
     def fill_context(self, context: model_pb2.PredictContext, phase: RequestPhase | str) -> None:
         """Write a fresh context (next request id, every slot as it is now) into ``context``."""
         request_id = self.next_request_id(phase).encode("utf-8")
+        size = len(request_id)
+        parts = [
+            self._context_head,
+            _REQUEST_ID_HEADERS[size] if size < 128 else b"\x1a" + _varint(size),
+            request_id,
+        ]
         total = self.total_steps
         prefixes, starts = self._slot_prefixes, self._starts
+        steps, headers = _STEP_FIELDS, _SLOT_HEADERS
+        append = parts.append
         try:
-            steps, headers = _STEP_FIELDS, _SLOT_HEADERS
-            slots = [
-                headers[len(body)] + body
-                for prefix, start in zip(prefixes, starts, strict=True)
-                for body in (prefix + steps[total - start],)
-            ]
+            for prefix, start in zip(prefixes, starts, strict=True):
+                body = prefix + steps[total - start]
+                append(headers[len(body)] + body)
         except IndexError:  # a step past the table or a slot of 128+ bytes: encode in full
-            slots = [
+            del parts[3:]
+            parts.extend(
                 _slot(prefix, total - start, False) for prefix, start in zip(prefixes, starts, strict=True)
-            ]
+            )
         if self._any_reset:
             for lane, reset in enumerate(self._resets):
                 if reset:
-                    slots[lane] = _slot(prefixes[lane], total - starts[lane], True)
-        context.ParseFromString(
-            b"".join([self._context_head, b"\x1a", _varint(len(request_id)), request_id, *slots])
-        )
+                    parts[3 + lane] = _slot(prefixes[lane], total - starts[lane], True)
+        context.ParseFromString(b"".join(parts))
 
     def predict_request(
         self, observation: bytes | common_pb2.MessageBytes | None, phase: RequestPhase | str
