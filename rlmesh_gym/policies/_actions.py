@@ -143,17 +143,18 @@ class LeafPlan:
         *,
         clip: bool = False,
         original: object = None,
-        hint: str = "",
+        hint: Callable[[int], str] | None = None,
     ) -> np.ndarray:
         """``values`` as ``rows`` actions in the wire dtype, or :class:`ActionMismatch`.
 
-        ``original`` is what the policy returned (named in errors); ``hint`` extends the
-        expected layout (e.g. the logits form a torch policy may also return).
+        ``original`` is what the policy returned (named in errors); ``hint(rows)``, called
+        only on failure, extends the expected layout (e.g. the logits a torch policy may return).
         """
         shown = values if original is None else original
 
         def fail(detail: str = "") -> ActionMismatch:
-            return ActionMismatch(path, shown, self.expected(rows) + hint, detail)
+            extra = "" if hint is None else hint(rows)
+            return ActionMismatch(path, shown, self.expected(rows) + extra, detail)
 
         if values.dtype.kind not in "biuf":
             raise fail(f"dtype {values.dtype} is not numeric")

@@ -278,7 +278,7 @@ class _ActionResolver:
             array = _to_numpy(tensor)
         except TypeError as error:  # a dtype numpy cannot hold
             raise ActionMismatch(path, output, self.expected(rows), str(error)) from error
-        return leaf.check(array, rows, path, clip=self.clip, original=output, hint=self._hint(rows))
+        return leaf.check(array, rows, path, clip=self.clip, original=output, hint=self._hint)
 
     def _as_logits(self, tensor: torch.Tensor, rows: int) -> torch.Tensor | None:
         """``tensor`` as padded logits ``(..., n)`` if it has a logits shape for this leaf."""
