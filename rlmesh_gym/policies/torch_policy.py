@@ -37,11 +37,11 @@ _COPY_LIMIT = 64 * 1024
 _NOT_WRITABLE = "The given NumPy array is not writable"
 
 
-def _tensor_from_array(array: np.ndarray, private: bool) -> torch.Tensor:
-    """A CPU tensor on ``array``'s memory; ``private=True`` copies small read-only arrays first."""
+def _tensor_from_array(array: np.ndarray) -> torch.Tensor:
+    """A CPU tensor of ``array``: shared when writable or large, a private copy when small and read-only."""
     if array.flags.writeable:
         return torch.from_numpy(array)
-    if private and array.nbytes <= _COPY_LIMIT:
+    if array.nbytes <= _COPY_LIMIT:
         return torch.from_numpy(array.copy())
     # Zero-copy view of the (read-only) message bytes. The filter is scoped to this call.
     with warnings.catch_warnings():
@@ -54,10 +54,10 @@ def _observation_converter(codec: SpaceCodec, device: torch.device) -> Callable[
     if codec.kind in RAW_KINDS:
         to_bfloat16 = codec.spec.dtype == spaces_pb2.D_TYPE_BFLOAT16
         if device.type == "cpu" and not to_bfloat16:
-            return lambda array: _tensor_from_array(array, True)
+            return _tensor_from_array
 
         def convert(array: np.ndarray) -> torch.Tensor:
-            tensor = _tensor_from_array(array, False)
+            tensor = _tensor_from_array(array)
             return tensor.to(device=device, dtype=torch.bfloat16 if to_bfloat16 else tensor.dtype)
 
         return convert

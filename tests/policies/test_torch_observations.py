@@ -156,11 +156,9 @@ def test_read_only_arrays_are_copied_when_small_and_shared_when_large() -> None:
     small = np.frombuffer(bytes(16), dtype=np.float32)
     large = np.frombuffer(bytes(1 << 17), dtype=np.float32)
     writable = np.zeros(4, dtype=np.float32)
-    assert _tensor_from_array(small, True).data_ptr() != small.ctypes.data
-    assert _tensor_from_array(large, True).data_ptr() == large.ctypes.data
-    assert _tensor_from_array(writable, True).data_ptr() == writable.ctypes.data
-    # Not private (the tensor goes on to another device or dtype anyway): never copied here.
-    assert _tensor_from_array(small, False).data_ptr() == small.ctypes.data
+    assert _tensor_from_array(small).data_ptr() != small.ctypes.data
+    assert _tensor_from_array(large).data_ptr() == large.ctypes.data
+    assert _tensor_from_array(writable).data_ptr() == writable.ctypes.data
 
 
 def test_large_observations_are_zero_copy_without_warnings_or_leaked_filters() -> None:
@@ -191,7 +189,7 @@ def test_large_observations_are_zero_copy_without_warnings_or_leaked_filters() -
         assert list(warnings.filters) == filters_before, "warning filters leaked"
         import rlmesh_gym.policies.torch_policy as tp
         view = np.frombuffer(frames.tobytes(), dtype=np.uint8)
-        assert tp._tensor_from_array(view, True).data_ptr() == view.ctypes.data, "large: not zero-copy"
+        assert tp._tensor_from_array(view).data_ptr() == view.ctypes.data, "large: not zero-copy"
         assert seen[0].shape == (4, 84, 84, 4)
         assert np.array_equal(seen[0].reshape(-1).numpy(), frames)
         print("ok")
