@@ -442,7 +442,12 @@ class TorchPolicy(PolicyModel[torch.Generator]):
                 factory or does not fit it, or a pickled module without ``allow_pickle``.
             TypeError: ``factory`` does not return an ``nn.Module``.
         """
-        device = torch.device(kwargs.get("device", "cpu"))
+        try:
+            device = torch.device(kwargs.get("device", "cpu"))
+        except (RuntimeError, TypeError) as error:
+            raise ValueError(
+                f"TorchPolicy.load: device {kwargs.get('device')!r} is not a torch device"
+            ) from error
         policy = load_policy_file(path, device, factory=factory, allow_pickle=allow_pickle)
         return cls(policy, contract_or_spaces, **kwargs)
 

@@ -140,3 +140,12 @@ def test_load_errors_name_the_path_and_what_was_expected(
 
 class Holder:
     """A picklable object that is not a policy."""
+
+
+def test_a_bad_device_is_named(net: Net, tmp_path: Path) -> None:
+    path = tmp_path / "weights.pt"
+    torch.save(net.state_dict(), path)
+    with pytest.raises(ValueError, match=r"TorchPolicy.load: device 'gpu9' is not a torch device"):
+        TorchPolicy.load(path, SPACES, factory=Net, device="gpu9")
+    with pytest.raises(ValueError, match=r"TorchPolicy: device 'gpu9' is not a torch device"):
+        TorchPolicy(net, SPACES, device="gpu9")
