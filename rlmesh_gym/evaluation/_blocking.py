@@ -24,27 +24,27 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 
 
 def run_blocking(
-    make_coroutine: Callable[[], Coroutine[Any, Any, T]],
-    request_cancel: Callable[[asyncio.AbstractEventLoop], None],
+    make_coroutine: Callable[[], Coroutine[Any, Any, T]], request_cancel: Callable[[], None]
 ) -> T:
     """Run ``make_coroutine()`` on a fresh event loop and return its result.
 
     Without a running loop on this thread the coroutine runs right here; with one (Jupyter,
     or a call from inside a coroutine) it runs on its own loop in a worker thread while this
-    thread waits. Exceptions propagate unchanged. On Ctrl+C (``KeyboardInterrupt`` in the
-    waiting thread, or SIGINT on the main thread) ``request_cancel(loop)`` is called so the
-    coroutine can shut down cleanly, and then ``KeyboardInterrupt`` is raised; a second
-    Ctrl+C stops waiting for the clean shutdown.
+    thread waits. Exceptions propagate unchanged.
+
+    On Ctrl+C (SIGINT on the main thread, or ``KeyboardInterrupt`` in the waiting thread)
+    ``request_cancel()`` is called from another thread than the loop's (it must be
+    thread-safe, like ``CancellationToken.cancel``) so the coroutine can shut down cleanly;
+    then ``KeyboardInterrupt`` is raised. A second Ctrl+C stops waiting for the clean shutdown.
+    The loop is not asked to run the cancel as a callback because an in-process session
+    may never yield to it between steps.
     """
     if _running_loop() is None:
         return _run_here(make_coroutine, request_cancel)
     return _run_in_worker(make_coroutine, request_cancel)
 
 
-def _run_here(
-    make_coroutine: Callable[[], Coroutine[Any, Any, T]],
-    request_cancel: Callable[[asyncio.AbstractEventLoop], None],
-) -> T:
+def _run_here(make_coroutine: Callable[[], Coroutine[Any, Any, T]], request_cancel: Callable[[], None]) -> T:
     loop = asyncio.new_event_loop()
     interrupted = False
     previous_handler: Any = None
@@ -57,7 +57,9 @@ def _run_here(
         if interrupted:  # second Ctrl+C: stop waiting for the clean shutdown
             raise KeyboardInterrupt
         interrupted = True
-        loop.call_soon_threadsafe(request_cancel, loop)
+        # A helper thread, because this handler may run while this thread holds the lock
+        # request_cancel needs.
+        threading.Thread(target=request_cancel, name="rlmesh-gym-cancel", daemon=True).start()
 
     try:
         if install:
@@ -81,47 +83,35 @@ def _run_here(
 
 
 def _run_in_worker(
-    make_coroutine: Callable[[], Coroutine[Any, Any, T]],
-    request_cancel: Callable[[asyncio.AbstractEventLoop], None],
+    make_coroutine: Callable[[], Coroutine[Any, Any, T]], request_cancel: Callable[[], None]
 ) -> T:
     outcome: dict[str, Any] = {}
-    loop_ready = threading.Event()
-    loop_box: list[asyncio.AbstractEventLoop] = []
-
-    async def main() -> T:
-        loop_box.append(asyncio.get_running_loop())
-        loop_ready.set()
-        return await make_coroutine()
+    finished = threading.Event()
 
     def work() -> None:
         try:
-            outcome["result"] = asyncio.run(main())
+            outcome["result"] = asyncio.run(make_coroutine())
         except BaseException as exc:  # handed to the waiting thread
             outcome["error"] = exc
         finally:
-            loop_ready.set()
+            finished.set()
 
     worker = threading.Thread(target=work, name="rlmesh-gym-evaluate", daemon=True)
-    worker.start()
     try:
-        _join(worker)
+        worker.start()  # inside the try: the run may be interrupted before start() returns
+        _wait(finished)
     except KeyboardInterrupt:
-        loop_ready.wait()
-        if loop_box and not loop_box[0].is_closed():
-            try:
-                loop_box[0].call_soon_threadsafe(request_cancel, loop_box[0])
-            except RuntimeError:  # the loop closed in between: nothing left to cancel
-                pass
-        _join(worker)  # a second Ctrl+C interrupts this wait and propagates
+        request_cancel()
+        _wait(finished)  # a second Ctrl+C interrupts this wait and propagates
         raise
     if "error" in outcome:
-        error = outcome.pop("error")
-        raise error
+        raise outcome.pop("error")
     return outcome["result"]
 
 
-def _join(worker: threading.Thread) -> None:
-    # Wake up regularly: a simulated or other-thread SIGINT (Jupyter's interrupt, interrupt_main)
-    # only raises KeyboardInterrupt here once this thread runs Python code again.
-    while worker.is_alive():
-        worker.join(_POLL_SECONDS)
+def _wait(finished: threading.Event) -> None:
+    # An Event, not Thread.join: on Python 3.11 a KeyboardInterrupt inside join() can mark a
+    # still-running thread as stopped. Wake up regularly: a simulated or other-thread SIGINT
+    # (Jupyter's interrupt, interrupt_main) only raises here once this thread runs Python code.
+    while not finished.wait(_POLL_SECONDS):
+        pass

@@ -59,11 +59,15 @@ class _EvaluationHooks(RuntimeHooks):
 
     It listens only to once-per-session and once-per-episode events, so the driver does no
     per-step work for it (and keeps its per-step telemetry off unless another hook wants it).
+    With ``yield_to_loop`` it also hands control to the event loop once per completed episode:
+    an in-process session never suspends otherwise, so the caller's other tasks (and a
+    cancellation of the awaiting task) would wait for the whole evaluation.
     """
 
-    def __init__(self, quotas: EpisodeQuotas, progress: EpisodeProgress | None) -> None:
+    def __init__(self, quotas: EpisodeQuotas, progress: EpisodeProgress | None, yield_to_loop: bool) -> None:
         self.quotas = quotas
         self.progress = progress
+        self.yield_to_loop = yield_to_loop
         self.driver: RuntimeDriver | None = None
         self.started_ns: int | None = None
         self.ended_ns: int | None = None
@@ -72,6 +76,8 @@ class _EvaluationHooks(RuntimeHooks):
         self.started_ns = perf_counter_ns()
 
     async def episode_completed(self, event: Any) -> None:
+        if self.yield_to_loop:
+            await asyncio.sleep(0)
         quotas = self.quotas
         if quotas.met:
             return
@@ -122,8 +128,8 @@ class _Evaluation:
         self.timed_env: TimedEnv | None = None
         self.timed_model: TimedModel | None = None
 
-    def cancel(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Ask the running session to end (called on its loop's thread)."""
+    def cancel(self) -> None:
+        """Ask the running session to end after its current step (thread-safe)."""
         self.token.cancel()
 
     def _result(self, *, complete: bool) -> EvalResult:
@@ -165,7 +171,8 @@ class _Evaluation:
             overhead_ms=max(other_ns, 0) / steps / 1e6 if steps else None,
         )
 
-    async def run(self) -> EvalResult:
+    async def run(self, yield_to_loop: bool = False) -> EvalResult:
+        """Run the session; with ``yield_to_loop`` let other tasks run once per completed episode."""
         resolved = self.resolved
         progress: EpisodeProgress | None = None
         recorder: Any = None
@@ -182,7 +189,7 @@ class _Evaluation:
                 )
             if progress_wanted(self.show_progress):
                 progress = EpisodeProgress(self.episodes, f"{resolved.env_id} x{resolved.num_envs}")
-            hooks = self.hooks = _EvaluationHooks(EpisodeQuotas(self.quotas), progress)
+            hooks = self.hooks = _EvaluationHooks(EpisodeQuotas(self.quotas), progress, yield_to_loop)
             all_hooks: list[RuntimeHooks] = [hooks]
             if recorder is not None:
                 all_hooks.append(recorder)
@@ -294,7 +301,7 @@ def _prepare(
     except BaseException:
         if resolved.owned:
             timeout = (limits or RuntimeLimits()).service_close_timeout
-            run_blocking(lambda: resolved.env.close(timeout), lambda loop: None)
+            run_blocking(lambda: resolved.env.close(timeout), lambda: None)
         raise
 
 
@@ -393,7 +400,10 @@ async def evaluate_async(
 ) -> EvalResult:
     """:func:`evaluate` as a coroutine, run on the caller's event loop.
 
-    Cancelling the awaiting task cancels the session; an env the evaluation created is closed.
+    The session hands control back to the loop once per completed episode (an in-process env
+    and policy never suspend between steps), so other tasks keep running and cancelling the
+    awaiting task takes effect within an episode; the env and model route are then closed and
+    ``CancelledError`` propagates.
     """
     evaluation = _prepare(
         env,
@@ -414,4 +424,4 @@ async def evaluate_async(
         allow_pickle=allow_pickle,
         env_kwargs=env_kwargs,
     )
-    return await evaluation.run()
+    return await evaluation.run(yield_to_loop=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from typing import Any, TextIO
 
@@ -35,7 +36,8 @@ def progress_wanted(progress: bool, stream: TextIO | None = None) -> bool:
 class EpisodeProgress:
     """A bar that advances by one per counted episode and shows the running mean return.
 
-    Without tqdm installed it shows nothing (the bar is a convenience, not a requirement).
+    A tqdm notebook widget in Jupyter when ipywidgets is installed, a text bar on stderr
+    otherwise; without tqdm installed it shows nothing (the bar is a convenience).
     """
 
     __slots__ = ("_bar", "_total_return", "_count")
@@ -46,16 +48,15 @@ class EpisodeProgress:
         self._bar: Any = None
         options = {"total": total, "desc": description, "unit": "ep", "leave": True, "dynamic_ncols": True}
         try:
-            from tqdm.auto import tqdm
+            # The notebook widget needs ipywidgets; without it tqdm.auto would warn and fail, so
+            # pick the text bar ourselves (it renders fine in a notebook's output too).
+            if _in_notebook() and importlib.util.find_spec("ipywidgets") is not None:
+                from tqdm.notebook import tqdm
+            else:
+                from tqdm.std import tqdm
         except ImportError:
             return
-        try:
-            self._bar = tqdm(**options)
-        except ImportError:
-            # tqdm's notebook widget needs ipywidgets; without it, use the text bar.
-            from tqdm.std import tqdm as text_tqdm
-
-            self._bar = text_tqdm(**options)
+        self._bar = tqdm(**options)
 
     def update(self, episode_return: float) -> None:
         """One more episode counted."""

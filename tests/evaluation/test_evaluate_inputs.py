@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import io
+import signal
 import sys
 import types
 import warnings
@@ -217,15 +219,22 @@ def test_interrupt_in_a_running_loop_cancels_cleanly_and_raises_keyboard_interru
     hook = StopAfter(3, _thread.interrupt_main)  # KeyboardInterrupt in the waiting (main) thread
 
     async def notebook_cell():
-        return evaluate(
-            "rlmesh_eval_test/Exploding-v0",
-            "random",
-            hooks=[hook],
-            **_fast(episodes=400, env_kwargs={"explode_at": 10**9}),
-        )
+        # ipykernel runs cells with Python's default SIGINT handler (KeyboardInterrupt in the
+        # main thread); asyncio.run replaced it with its own, so put it back as Jupyter has it.
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            return evaluate(
+                "rlmesh_eval_test/Exploding-v0",
+                "random",
+                hooks=[hook],
+                **_fast(episodes=10**6, env_kwargs={"explode_at": 10**9}),
+            )
+        finally:
+            signal.signal(signal.SIGINT, previous)
 
     with pytest.raises(KeyboardInterrupt):
         asyncio.run(notebook_cell())
+    # A million episodes: only the cancellation can have ended the run.
     assert ExplodingEnv.closes == 2  # both lanes' envs closed by the clean shutdown
 
 
@@ -295,3 +304,72 @@ def test_env_failure_mid_run_raises_closes_the_env_and_keeps_the_partial_result(
     assert partial.episodes_per_lane == (2, 2) and partial.returns == [3.0] * 4
     assert partial.timings.vector_steps == 9  # the 10th step failed
     assert ExplodingEnv.closes == 2  # the env evaluate() built was closed (both lanes)
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_counts_episodes_on_a_terminal(monkeypatch):
+    terminal = _Tty()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    evaluate("CartPole-v1", "random", **_fast(progress=True))
+    text = terminal.getvalue()
+    assert "CartPole-v1 x2" in text and "4/4" in text and "mean return" in text
+
+
+def test_no_progress_bar_when_disabled_or_not_interactive(monkeypatch):
+    for stream, progress in ((_Tty(), False), (io.StringIO(), True)):
+        monkeypatch.setattr(sys, "stderr", stream)
+        evaluate("CartPole-v1", "random", **_fast(progress=progress))
+        assert stream.getvalue() == ""
+
+
+def test_ctrl_c_in_a_plain_script_cancels_cleanly_and_raises_keyboard_interrupt():
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("needs Python's default SIGINT handler")
+    ExplodingEnv.closes = 0
+    hook = StopAfter(3, lambda: signal.raise_signal(signal.SIGINT))
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(
+            "rlmesh_eval_test/Exploding-v0",
+            "random",
+            hooks=[hook],
+            **_fast(episodes=10**6, env_kwargs={"explode_at": 10**9}),
+        )
+    # A million episodes: only the cancellation can have ended the run.
+    assert ExplodingEnv.closes == 2  # both lanes' envs closed by the driver's shutdown
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+
+
+def test_evaluate_async_lets_other_tasks_run_and_can_be_cancelled():
+    ExplodingEnv.closes = 0
+
+    async def main():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        ticking = asyncio.create_task(ticker())
+        run = asyncio.create_task(
+            evaluate_async(
+                "rlmesh_eval_test/Exploding-v0",
+                "random",
+                **_fast(episodes=10**6, env_kwargs={"explode_at": 10**9}),
+            )
+        )
+        while ticks < 50:  # the ticker runs while the evaluation is in progress
+            await asyncio.sleep(0)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        ticking.cancel()
+        return ticks
+
+    assert asyncio.run(main()) >= 50
+    assert ExplodingEnv.closes == 2  # the env evaluate_async() built was closed
