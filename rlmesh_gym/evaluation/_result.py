@@ -20,6 +20,21 @@ __all__ = ["EvalResult", "EvalTimings"]
 # Episode rows shown by the HTML repr before it elides the rest.
 _HTML_ROWS = 10
 
+# The to_pandas() column of each EpisodeRecord field.
+_FRAME_DTYPES = {
+    "lane": "int64",
+    "episode_id": "object",
+    "seed": "Int64",
+    "episode_return": "float64",
+    "length": "int64",
+    "terminated": "bool",
+    "truncated": "bool",
+    "duration_ms": "int64",
+    "success": "boolean",
+    "start_timestamp_ns": "int64",
+    "end_timestamp_ns": "int64",
+}
+
 
 @dataclass(frozen=True, slots=True)
 class EvalTimings:
@@ -188,15 +203,26 @@ class EvalResult:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
 
     def to_pandas(self) -> pandas.DataFrame:
-        """One row per counted episode, columns named after the ``EpisodeRecord`` fields."""
+        """One row per counted episode, columns named after the ``EpisodeRecord`` fields.
+
+        ``seed`` is a nullable integer column and ``success`` a nullable boolean one
+        (``<NA>`` for unseeded episodes and envs that do not report ``is_success``).
+        """
         try:
             import pandas
         except ImportError as exc:
             raise ImportError(
                 "EvalResult.to_pandas() needs pandas; install it with `pip install 'rlmesh-gym[notebook]'`"
             ) from exc
-        columns = list(EpisodeRecord.__dataclass_fields__)
-        return pandas.DataFrame([record.to_dict() for record in self.episodes], columns=columns)
+        # Built column by column with fixed dtypes: unseeded episodes and envs without
+        # is_success give missing values, which would otherwise turn the 63-bit seeds into
+        # floats (losing digits) and the flags into objects.
+        return pandas.DataFrame(
+            {
+                name: pandas.Series([getattr(record, name) for record in self.episodes], dtype=dtype)
+                for name, dtype in _FRAME_DTYPES.items()
+            }
+        )
 
     def plot(self, ax: Any = None) -> Figure:
         """Plot the episode returns: per episode by lane (left) and as a histogram (right).

@@ -132,12 +132,23 @@ def test_to_dict_and_json_round_trip():
     assert data["episodes"][1] == RECORDS[1].to_dict()
 
 
+def test_frame_dtypes_cover_every_record_field():
+    from rlmesh_gym.evaluation._result import _FRAME_DTYPES
+
+    assert list(_FRAME_DTYPES) == list(EpisodeRecord.__dataclass_fields__)
+
+
 def test_to_pandas_has_one_row_per_episode_with_record_columns():
     frame = _result(RECORDS).to_pandas()
     assert list(frame.columns) == list(EpisodeRecord.__dataclass_fields__)
     assert frame.episode_return.tolist() == [1.0, 3.0, 5.0, 7.0]
     assert frame.groupby("lane").length.mean().to_dict() == {0: 30.0, 1: 50.0}
     assert len(_result([]).to_pandas()) == 0
+    mixed = _result([_record(0, 1.0, 1, seed=2**62 + 1), _record(1, 2.0, 2, seed=None)]).to_pandas()
+    assert mixed.seed.iloc[0] == 2**62 + 1 and mixed.seed.isna().tolist() == [False, True]  # exact, not float
+    assert str(mixed.success.dtype) == "boolean" and mixed.success.isna().all()
+    assert {str(t) for t in mixed.dtypes} == {"int64", "object", "Int64", "float64", "bool", "boolean"}
+    assert list(_result([]).to_pandas().dtypes) == list(mixed.dtypes)
 
 
 def test_text_and_html_reprs_show_the_summary():
