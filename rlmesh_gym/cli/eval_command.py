@@ -113,6 +113,12 @@ def run(args: argparse.Namespace) -> int:
         return _error(f"--num-envs must be at least 1, got {args.num_envs}", 2)
     policy = args.policy
     if policy is None:
+        import gymnasium
+
+        try:  # an unknown id is the clearer message than "no shipped policy"
+            gymnasium.spec(args.env_id)
+        except gymnasium.error.Error as exc:
+            return _error(f"unknown env id {args.env_id!r}: {exc}", 2)
         policy = _default_policy(args.env_id)
         if policy is None:
             return _error(
@@ -121,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
                 2,
             )
 
-    from rlmesh_gym.evaluation import EvaluationError, evaluate
+    from rlmesh_gym.evaluation import EvaluationError, PolicyMismatchError, evaluate
     from rlmesh_gym.runtime import RuntimeDriverError
 
     try:
@@ -140,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
         )
     except KeyboardInterrupt:
         return _error("interrupted", 130)
+    except PolicyMismatchError as exc:  # bad input, found on the first predict
+        return _error(str(exc), 2)
     except EvaluationError as exc:
         return _error(str(exc), 1)
     except (ValueError, TypeError, OSError, ImportError, RuntimeDriverError) as exc:

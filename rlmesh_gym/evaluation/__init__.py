@@ -6,7 +6,13 @@
 (500.0, (2, 2, 2, 2))
 """
 
-from rlmesh_gym.evaluation._evaluate import EvaluationError, default_ids, evaluate, evaluate_async
+from rlmesh_gym.evaluation._evaluate import (
+    EvaluationError,
+    PolicyMismatchError,
+    default_ids,
+    evaluate,
+    evaluate_async,
+)
 from rlmesh_gym.evaluation._quotas import EpisodeQuotas, lane_quotas
 from rlmesh_gym.evaluation._result import EvalResult, EvalTimings
 
@@ -15,6 +21,7 @@ __all__ = [
     "EvalResult",
     "EvalTimings",
     "EvaluationError",
+    "PolicyMismatchError",
     "default_ids",
     "evaluate",
     "evaluate_async",

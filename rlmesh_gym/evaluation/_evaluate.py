@@ -18,6 +18,7 @@ from rlmesh_gym.records import EpisodeRecord
 from rlmesh_gym.runtime import (
     CancellationToken,
     InvalidSpecError,
+    ModelRpcError,
     RuntimeDriver,
     RuntimeDriverError,
     RuntimeHooks,
@@ -25,7 +26,7 @@ from rlmesh_gym.runtime import (
     RuntimeSessionSpec,
 )
 
-__all__ = ["EvaluationError", "evaluate", "evaluate_async"]
+__all__ = ["EvaluationError", "PolicyMismatchError", "default_ids", "evaluate", "evaluate_async"]
 
 _STOP_REASON = "evaluation quotas met"
 _INTERRUPT_REASON = "evaluation interrupted"
@@ -35,12 +36,18 @@ class EvaluationError(Exception):
     """An evaluation failed after it started; the runtime error that ended it is ``__cause__``.
 
     ``partial`` is the :class:`EvalResult` of the episodes counted before the failure (with
-    ``complete=False`` and no telemetry timings). An env the evaluation created is closed by then.
+    ``complete=False``; its timings cover the steps that ran). An env the evaluation created is
+    closed by then.
     """
 
     def __init__(self, message: str, partial: EvalResult) -> None:
         super().__init__(message)
         self.partial = partial
+
+
+class PolicyMismatchError(EvaluationError):
+    """The policy failed on the env's very first observation batch: almost always a policy
+    built for other spaces (observation shape or dtype, action space) than the env's."""
 
 
 def default_ids(env_id: str, num_envs: int) -> tuple[str, str]:
@@ -217,6 +224,17 @@ class _Evaluation:
         except RuntimeDriverError as exc:
             # The driver's failure path has closed the env (when owned) and the model route.
             partial = self._result(complete=False)
+            if (
+                isinstance(exc, ModelRpcError)
+                and self.timed_model is not None
+                and not self.timed_model.predicts
+            ):
+                raise PolicyMismatchError(
+                    f"policy {self.policy_name!r} failed on the first observations of {resolved.env_id} "
+                    f"({_describe_spaces(resolved.env.contract)}); check that it was built for these "
+                    f"spaces: {exc}",
+                    partial,
+                ) from exc
             raise EvaluationError(
                 f"evaluation of {resolved.env_id} failed after {len(partial.episodes)} of "
                 f"{self.episodes} episodes: {exc}",
@@ -240,6 +258,17 @@ class _Evaluation:
                 await self.resolved.env.close(self.limits.service_close_timeout)
             except Exception:  # the original error matters more than a failed close
                 pass
+
+
+def _describe_spaces(contract: Any) -> str:
+    try:
+        from rlmesh_gym.spaces import gym_space
+
+        observation = gym_space(contract.observation_space, name="observation_space")
+        action = gym_space(contract.action_space, name="action_space")
+    except Exception:  # a description is a courtesy; never mask the real error
+        return "spaces not describable"
+    return f"observation space {observation}, action space {action}"
 
 
 def _prepare(

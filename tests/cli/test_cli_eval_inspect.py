@@ -118,6 +118,7 @@ def test_eval_module_attr_policy(capsys, tmp_path, monkeypatch):
         (("eval", "--policy", "does/not/exist.pt"), "is not 'random', 'pretrained:NAME', an existing file"),
         (("eval", "--policy", "no_such_module_xyz:act"), "cannot import module 'no_such_module_xyz'"),
         (("eval", "Acrobot-v1"), "no --policy given and no shipped policy for 'Acrobot-v1'"),
+        (("eval", "CartPole-v9"), "unknown env id 'CartPole-v9'"),
         (("eval", "--episodes", "0"), "--episodes must be at least 1, got 0"),
         (("eval", "--num-envs", "0"), "--num-envs must be at least 1, got 0"),
         (("inspect", "NoSuchEnv-v9"), "unknown env id 'NoSuchEnv-v9'"),
@@ -142,9 +143,9 @@ def test_policy_space_mismatch_exits_nonzero_with_a_clear_message(capsys):
         "--num-envs",
         "2",
     )
-    assert code in (1, 2) and out == ""
-    assert err.startswith("rlmesh-gym: error: ") and "Traceback" not in err
-    assert "observation" in err.lower() or "shape" in err.lower()
+    assert code == 2 and out == ""
+    assert err.startswith("rlmesh-gym: error: policy 'pretrained:cartpole' failed on the first observations")
+    assert "Traceback" not in err and "got shape (2, 2)" in err
 
 
 def test_bad_autoreset_choice_is_an_argparse_error(capsys):

@@ -16,7 +16,7 @@ import torch
 from _eval_envs import ExplodingEnv, FixedLengthEnv, balance_pole, episode_key, register_test_envs
 
 from rlmesh_gym.envs import GymVectorEnv
-from rlmesh_gym.evaluation import EvalResult, EvaluationError, evaluate, evaluate_async
+from rlmesh_gym.evaluation import EvalResult, EvaluationError, PolicyMismatchError, evaluate, evaluate_async
 from rlmesh_gym.policies import CallablePolicy
 from rlmesh_gym.policies.pretrained import load_pretrained
 from rlmesh_gym.runtime import RuntimeHooks
@@ -285,8 +285,35 @@ def test_unreadable_policy_file(tmp_path):
 
 def test_policy_space_mismatch_is_a_clear_error():
     # The CartPole MLP takes 4 inputs; MountainCar observations have 2.
-    with pytest.raises((ValueError, EvaluationError), match="(?i)observation|shape|dimension"):
+    with pytest.raises(PolicyMismatchError) as caught:
         evaluate("MountainCar-v0", "pretrained:cartpole", **_fast())
+    message = str(caught.value)
+    assert message.startswith(
+        "policy 'pretrained:cartpole' failed on the first observations of MountainCar-v0"
+    )
+    assert "(2,), float32)" in message and "Discrete(3)" in message  # the env's spaces
+    assert (
+        "expected observations with last dimension 4, got shape (2, 2)" in message
+    )  # the policy's complaint
+    assert isinstance(caught.value, EvaluationError) and caught.value.partial.episodes == ()
+
+
+def test_a_policy_failing_later_is_not_a_mismatch():
+    calls = 0
+
+    def flaky(observation):
+        nonlocal calls
+        calls += 1
+        if calls == 5:
+            raise ArithmeticError("policy broke on call 5")
+        return balance_pole(observation)
+
+    with pytest.raises(
+        EvaluationError, match="failed after 0 of 4 episodes.*policy broke on call 5"
+    ) as caught:
+        evaluate("CartPole-v1", flaky, **_fast())
+    assert not isinstance(caught.value, PolicyMismatchError)
+    assert caught.value.partial.timings.vector_steps == 4
 
 
 def test_env_failure_mid_run_raises_closes_the_env_and_keeps_the_partial_result():
