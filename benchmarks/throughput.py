@@ -46,6 +46,11 @@ parser.add_argument(
 )
 parser.add_argument("--seed", type=int, default=0)
 parser.add_argument(
+    "--split",
+    action="store_true",
+    help="also print where the time goes per vector step (env / policy / driver), from extra clocked runs",
+)
+parser.add_argument(
     "--profile",
     default=None,
     metavar="N:MODE",
@@ -63,8 +68,8 @@ def episodes_for(lanes: int) -> int:
     return per_lane * lanes
 
 
-def run_ours(lanes: int, mode: str) -> tuple[float, float, int, float]:
-    """(loop seconds, call seconds, vector steps, mean return) of one evaluate() call."""
+def run_ours(lanes: int, mode: str) -> tuple[float, float, int, float, tuple[float, float, float]]:
+    """(loop s, call s, vector steps, mean return, (env, model, driver) us per vector step) of evaluate()."""
     started = time.perf_counter()
     result = evaluate(
         "CartPole-v1",
@@ -76,7 +81,9 @@ def run_ours(lanes: int, mode: str) -> tuple[float, float, int, float]:
         progress=False,
     )
     call = time.perf_counter() - started
-    return result.timings.wall_seconds, call, result.timings.vector_steps, result.mean_return
+    timings = result.timings
+    split = (1e3 * timings.env_step_ms, 1e3 * timings.model_wait_ms, 1e3 * timings.overhead_ms)
+    return timings.wall_seconds, call, timings.vector_steps, result.mean_return, split
 
 
 def run_baseline(lanes: int, mode: str, vector_steps: int) -> tuple[float, float, float]:
@@ -114,13 +121,35 @@ def run_baseline(lanes: int, mode: str, vector_steps: int) -> tuple[float, float
     return loop, call, float(np.mean(finished)) if finished else float("nan")
 
 
+def run_baseline_split(lanes: int, mode: str, vector_steps: int) -> tuple[float, float]:
+    """(env, policy) us per vector step: the same loop with clocks around the policy and env.step."""
+    envs = gym.vector.SyncVectorEnv(
+        [lambda: gym.make("CartPole-v1") for _ in range(lanes)], autoreset_mode=MODES[mode]
+    )
+    obs, _ = envs.reset(seed=[args.seed + lane for lane in range(lanes)])
+    policy_ns = env_ns = 0
+    for _ in range(vector_steps):
+        t0 = time.perf_counter_ns()
+        with torch.inference_mode():
+            actions = policy(torch.as_tensor(obs)).argmax(dim=1).numpy()
+        t1 = time.perf_counter_ns()
+        obs, _, terminated, truncated, _ = envs.step(actions)
+        t2 = time.perf_counter_ns()
+        policy_ns += t1 - t0
+        env_ns += t2 - t1
+        if mode == "disabled" and (terminated | truncated).any():
+            obs, _ = envs.reset(options={"reset_mask": terminated | truncated})
+    envs.close()
+    return env_ns / vector_steps / 1e3, policy_ns / vector_steps / 1e3
+
+
 if args.profile:
     lanes_text, _, mode = args.profile.partition(":")
     lanes, mode = int(lanes_text), mode or "next_step"
     run_ours(lanes, mode)  # warm up imports and caches
     profiler = cProfile.Profile()
     profiler.enable()
-    loop, call, steps, _ = run_ours(lanes, mode)
+    loop, call, steps, _, _ = run_ours(lanes, mode)
     profiler.disable()
     print(
         f"N={lanes} {mode}: {steps} vector steps, {lanes * steps / loop:,.0f} env-steps/s "
@@ -140,24 +169,28 @@ header = (
 print(f"{'':<23}| {'loop (reset..last step)':^29} | {'call (build..close)':^29}")
 print(header)
 print("-" * len(header))
+splits: list[str] = []
 for lanes in args.lanes:
     for mode in args.modes:
-        _, _, steps, _ = run_ours(lanes, mode)  # warm-up; fixes the vector-step count for both sides
+        steps = run_ours(lanes, mode)[2]  # warm-up; fixes the vector-step count for both sides
         run_baseline(lanes, mode, steps)
-        ours_loop, ours_call, base_loop, base_call = [], [], [], []
+        ours_loop, ours_call, base_loop, base_call, ours_split, base_split = [], [], [], [], [], []
         for repeat in range(args.repeats):
             order = ("ours", "base") if repeat % 2 == 0 else ("base", "ours")
             for side in order:
                 if side == "ours":
-                    loop, call, ours_steps, ours_mean = run_ours(lanes, mode)
+                    loop, call, ours_steps, ours_mean, split = run_ours(lanes, mode)
                     if ours_steps != steps:
                         raise SystemExit(f"evaluate() ran {ours_steps} vector steps, expected {steps}")
                     ours_loop.append(loop)
                     ours_call.append(call)
+                    ours_split.append(split)
                 else:
                     loop, call, base_mean = run_baseline(lanes, mode, steps)
                     base_loop.append(loop)
                     base_call.append(call)
+                    if args.split:
+                        base_split.append(run_baseline_split(lanes, mode, steps))
         env_steps = lanes * steps
         rates = [env_steps / statistics.median(t) for t in (base_loop, ours_loop, base_call, ours_call)]
         print(
@@ -167,3 +200,19 @@ for lanes in args.lanes:
         )
         if not (ours_mean >= 475 and base_mean >= 475):
             print(f"    note: mean returns {ours_mean:.1f} (evaluate) / {base_mean:.1f} (baseline)")
+        if args.split:
+            env, model, driver = (statistics.median(row[i] for row in ours_split) for i in range(3))
+            base_env, base_policy = (statistics.median(row[i] for row in base_split) for i in range(2))
+            splits.append(
+                f"{lanes:>3} {mode:<10} | {base_env:>8.1f} {base_policy:>8.1f} | {env:>8.1f} {model:>8.1f} "
+                f"{driver:>8.1f} | {env - base_env:>+8.1f} {model - base_policy:>+8.1f} {driver:>+8.1f}"
+            )
+
+if args.split:
+    print("\nus per vector step (medians of clocked runs)")
+    print(f"{'':<14} | {'baseline':^17} | {'evaluate':^26} | {'added by rlmesh_gym':^26}")
+    print(
+        f"{'N':>3} {'autoreset':<10} | {'env':>8} {'policy':>8} | {'env':>8} {'model':>8} {'driver':>8} | "
+        f"{'env':>8} {'model':>8} {'driver':>8}"
+    )
+    print("\n".join(splits))
