@@ -25,6 +25,7 @@ from rlmesh_gym.runtime import (
     RuntimeLimits,
     RuntimeSessionSpec,
 )
+from rlmesh_gym.runtime.events import EpisodeCompletedEvent, SessionStartedEvent
 
 __all__ = ["EvaluationError", "PolicyMismatchError", "default_ids", "evaluate", "evaluate_async"]
 
@@ -79,10 +80,10 @@ class _EvaluationHooks(RuntimeHooks):
         self.started_ns: int | None = None
         self.ended_ns: int | None = None
 
-    async def session_started(self, event: Any) -> None:
+    async def session_started(self, event: SessionStartedEvent) -> None:
         self.started_ns = perf_counter_ns()
 
-    async def episode_completed(self, event: Any) -> None:
+    async def episode_completed(self, event: EpisodeCompletedEvent) -> None:
         if self.yield_to_loop:
             await asyncio.sleep(0)
         quotas = self.quotas
