@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from typing import Any
@@ -75,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     if args.num_envs < 1:
         print(f"rlmesh-gym: error: --num-envs must be at least 1, got {args.num_envs}", file=sys.stderr)
         return 2
+    from rlmesh_gym.evaluation._blocking import run_blocking
     from rlmesh_gym.evaluation._resolve import resolve_env
 
     try:
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         summary = contract_summary(resolved.env.contract)
     finally:
-        asyncio.run(resolved.env.close(5.0))
+        run_blocking(lambda: resolved.env.close(5.0), lambda: None)
     if args.json:
         print(json.dumps(summary, indent=2, default=repr))
     else:
