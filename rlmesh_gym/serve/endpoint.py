@@ -19,6 +19,7 @@ __all__ = [
     "InsecureBindWarning",
     "channel_options",
     "check_max_message_bytes",
+    "check_timeout",
     "format_address",
     "is_loopback",
     "parse_address",
@@ -100,6 +101,16 @@ def check_max_message_bytes(value: int) -> int:
             f"max_message_bytes must be an int between 1024 and {_MAX_GRPC_LIMIT} (2 GiB - 1), got {value!r}"
         )
     return value
+
+
+def check_timeout(name: str, value: float | None, *, optional: bool) -> float | None:
+    """``value`` as float seconds (> 0), or ``None`` when ``optional``; ValueError names ``name``."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        allowed = "a number of seconds > 0 or None" if optional else "a number of seconds > 0"
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+    return float(value)
 
 
 def channel_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:

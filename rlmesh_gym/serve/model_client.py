@@ -40,6 +40,7 @@ from rlmesh_gym.serve.auth import call_metadata, validate_token
 from rlmesh_gym.serve.endpoint import (
     DEFAULT_MAX_MESSAGE_BYTES,
     channel_options,
+    check_timeout,
     format_address,
     parse_address,
 )
@@ -60,15 +61,6 @@ __all__ = ["RemoteModel"]
 logger = logging.getLogger("rlmesh_gym.serve")
 
 RouteKey = tuple[str, str]
-
-
-def _check_timeout(name: str, value: float | None, *, optional: bool) -> float | None:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        allowed = "a number of seconds > 0 or None" if optional else "a number of seconds > 0"
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")
-    return float(value)
 
 
 class RemoteModel(RuntimeModel):
@@ -147,8 +139,8 @@ class RemoteModel(RuntimeModel):
         target = format_address(host, port)
         metadata = call_metadata(validate_token(token))
         edition_sha256 = resolve_edition_pin(edition_pin)
-        connect_timeout = _check_timeout("connect_timeout", connect_timeout, optional=False)
-        request_timeout = _check_timeout("request_timeout", request_timeout, optional=True)
+        connect_timeout = check_timeout("connect_timeout", connect_timeout, optional=False)
+        request_timeout = check_timeout("request_timeout", request_timeout, optional=True)
         channel = grpc.aio.insecure_channel(target, options=channel_options(max_message_bytes))
         call: grpc.aio.StreamStreamCall | None = None
         try:
