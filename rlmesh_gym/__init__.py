@@ -1,7 +1,63 @@
-"""rlmesh_gym: Gymnasium environments and PyTorch policies as rlmesh runtime peers."""
+"""rlmesh_gym: Gymnasium environments and PyTorch policies as rlmesh runtime peers.
+
+The names below load on first use, so ``import rlmesh_gym`` stays cheap and pulls in
+neither gymnasium nor torch until something needs them::
+
+    from rlmesh_gym import evaluate
+
+    result = evaluate("CartPole-v1", "pretrained:cartpole", episodes=10, num_envs=2, seed=0)
+
+Subpackages: :mod:`rlmesh_gym.runtime` (the driver), :mod:`rlmesh_gym.envs`,
+:mod:`rlmesh_gym.policies`, :mod:`rlmesh_gym.spaces` (specs and the value codec),
+:mod:`rlmesh_gym.recording`, :mod:`rlmesh_gym.serve` (gRPC), :mod:`rlmesh_gym.proto`.
+"""
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+_EXPORTS = {
+    "evaluate": "rlmesh_gym.evaluation",
+    "evaluate_async": "rlmesh_gym.evaluation",
+    "EvalResult": "rlmesh_gym.evaluation",
+    "EvaluationError": "rlmesh_gym.evaluation",
+    "EpisodeRecord": "rlmesh_gym.records",
+    "GymVectorEnv": "rlmesh_gym.envs",
+    "TorchPolicy": "rlmesh_gym.policies",
+    "RandomPolicy": "rlmesh_gym.policies",
+    "CallablePolicy": "rlmesh_gym.policies",
+    "load_pretrained": "rlmesh_gym.policies",
+    "RuntimeDriver": "rlmesh_gym.runtime",
+    "RuntimeSessionSpec": "rlmesh_gym.runtime",
+    "EpisodeRecorder": "rlmesh_gym.recording",
+    "load_recording": "rlmesh_gym.recording",
+    "replay_episode": "rlmesh_gym.recording",
+    "space_spec": "rlmesh_gym.spaces",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+if TYPE_CHECKING:
+    from rlmesh_gym.envs import GymVectorEnv
+    from rlmesh_gym.evaluation import EvalResult, EvaluationError, evaluate, evaluate_async
+    from rlmesh_gym.policies import CallablePolicy, RandomPolicy, TorchPolicy, load_pretrained
+    from rlmesh_gym.records import EpisodeRecord
+    from rlmesh_gym.recording import EpisodeRecorder, load_recording, replay_episode
+    from rlmesh_gym.runtime import RuntimeDriver, RuntimeSessionSpec
+    from rlmesh_gym.spaces import space_spec
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rlmesh_gym' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
