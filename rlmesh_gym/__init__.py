@@ -38,14 +38,32 @@ _EXPORTS = {
     "space_spec": "rlmesh_gym.spaces",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = [
+    "CallablePolicy",
+    "EpisodeRecord",
+    "EpisodeRecorder",
+    "EvalResult",
+    "EvaluationError",
+    "GymVectorEnv",
+    "RandomPolicy",
+    "RuntimeDriver",
+    "RuntimeSessionSpec",
+    "TorchPolicy",
+    "__version__",
+    "evaluate",
+    "evaluate_async",
+    "load_pretrained",
+    "load_recording",
+    "replay_episode",
+    "space_spec",
+]
 
 if TYPE_CHECKING:
     from rlmesh_gym.envs import GymVectorEnv
     from rlmesh_gym.evaluation import EvalResult, EvaluationError, evaluate, evaluate_async
     from rlmesh_gym.policies import CallablePolicy, RandomPolicy, TorchPolicy, load_pretrained
-    from rlmesh_gym.records import EpisodeRecord
     from rlmesh_gym.recording import EpisodeRecorder, load_recording, replay_episode
+    from rlmesh_gym.records import EpisodeRecord
     from rlmesh_gym.runtime import RuntimeDriver, RuntimeSessionSpec
     from rlmesh_gym.spaces import space_spec
 

@@ -46,7 +46,9 @@ def generate(out_dir: Path) -> None:
         raise SystemExit("protoc failed")
     for path in out_dir.rglob("*.py*"):
         if path.name.endswith("_pb2_grpc.py"):
-            proto = SCHEMA_DIR / path.relative_to(out_dir).with_name(path.name[: -len("_pb2_grpc.py")] + ".proto")
+            proto = SCHEMA_DIR / path.relative_to(out_dir).with_name(
+                path.name[: -len("_pb2_grpc.py")] + ".proto"
+            )
             if "\nservice " not in proto.read_text():
                 path.unlink()  # the grpc plugin emits an empty module for service-less files
                 continue
@@ -100,7 +102,9 @@ def _differences(left: Path, right: Path) -> list[str]:
     return sorted(
         n
         for n in names
-        if not ((left / n).is_file() and (right / n).is_file() and filecmp.cmp(left / n, right / n, shallow=False))
+        if not (
+            (left / n).is_file() and (right / n).is_file() and filecmp.cmp(left / n, right / n, shallow=False)
+        )
     )
 
 

@@ -22,3 +22,7 @@ def test_from_import_of_evaluate_works_in_a_fresh_interpreter():
     code = "from rlmesh_gym import evaluate, __version__; print(evaluate.__module__, __version__)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["rlmesh_gym.evaluation._evaluate", rlmesh_gym.__version__]
+
+
+def test_all_lists_exactly_the_lazy_exports():
+    assert sorted(rlmesh_gym.__all__) == sorted(["__version__", *rlmesh_gym._EXPORTS])
