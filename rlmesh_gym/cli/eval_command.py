@@ -84,6 +84,20 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--no-progress", action="store_true", help="never show the progress bar")
     parser.add_argument("--device", default="cpu", help="torch device of the policy (default: cpu)")
     parser.add_argument(
+        "--env-address",
+        default=None,
+        metavar="HOST:PORT",
+        help="evaluate on the rlmesh env server at HOST:PORT instead of building ENV_ID (the server sets "
+        "the lanes and autoreset mode; --num-envs, --autoreset and --vectorization do not apply)",
+    )
+    parser.add_argument(
+        "--policy-address",
+        default=None,
+        metavar="HOST:PORT",
+        help="take actions from the rlmesh model server at HOST:PORT instead of --policy "
+        "(tokens for either server come from $RLMESH_GYM_TOKEN)",
+    )
+    parser.add_argument(
         "--allow-pickle",
         action="store_true",
         help="allow a --policy file holding a whole pickled module (runs code from the file)",
@@ -111,6 +125,10 @@ def run(args: argparse.Namespace) -> int:
         return _error(f"--episodes must be at least 1, got {args.episodes}", 2)
     if args.num_envs < 1:
         return _error(f"--num-envs must be at least 1, got {args.num_envs}", 2)
+    if args.env_address is not None or args.policy_address is not None:
+        from rlmesh_gym.cli.serve_command import run_remote_eval
+
+        return run_remote_eval(args)
     policy = args.policy
     if policy is None:
         import gymnasium

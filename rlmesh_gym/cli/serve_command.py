@@ -24,7 +24,7 @@ import threading
 import warnings
 from typing import Any
 
-__all__ = ["register", "run_serve_env", "run_serve_policy"]
+__all__ = ["register", "run_remote_eval", "run_serve_env", "run_serve_policy"]
 
 DEFAULT_ENV_ADDRESS = "127.0.0.1:50051"
 DEFAULT_MODEL_ADDRESS = "127.0.0.1:50052"
@@ -373,4 +373,96 @@ def _policy_object(reference: str, *, seed: int | None, device: str, determinist
     raise TypeError(
         f"policy {reference!r} is a {type(target).__name__}: expected an nn.Module, a RuntimeModel or a "
         "callable from an observation batch to an action batch"
+    )
+
+
+def run_remote_eval(args: argparse.Namespace) -> int:
+    """``rlmesh-gym eval`` with ``--env-address`` and/or ``--policy-address``; return the exit code.
+
+    With ``--env-address`` the env is the server's (its lanes and autoreset mode; ``--num-envs``,
+    ``--autoreset`` and ``--vectorization`` do not apply) and the default policy is the shipped
+    one for the server's env id. With ``--policy-address`` the actions come from that model
+    server, configured with the env's contract. Tokens come from ``$RLMESH_GYM_TOKEN``.
+    """
+    try:
+        result = asyncio.run(_remote_eval(args))
+    except KeyboardInterrupt:
+        return _error("interrupted", 130)
+    except _UsageError as error:
+        return _error(str(error), 2)
+    except Exception as error:
+        from rlmesh_gym.evaluation import EvaluationError, PolicyMismatchError
+        from rlmesh_gym.serve import RemoteConnectionError
+
+        if isinstance(error, PolicyMismatchError):  # bad input, found on the first predict
+            return _error(str(error), 2)
+        if isinstance(error, (EvaluationError, RemoteConnectionError)):
+            return _error(str(error), 1)
+        if isinstance(error, (ValueError, TypeError, OSError, ImportError)):
+            return _error(str(error), 2)
+        raise
+    print(result.to_json(indent=2) if args.json else result)
+    return 0
+
+
+class _UsageError(ValueError):
+    """A command line that cannot work, found before anything was connected."""
+
+
+async def _remote_eval(args: argparse.Namespace) -> Any:
+    from rlmesh_gym.evaluation import evaluate_async
+    from rlmesh_gym.serve import RemoteEnv, RemoteModel
+
+    token = os.environ.get(TOKEN_VARIABLE) or None
+    env: Any = None
+    model: Any = None
+    owned_env = False
+    try:
+        if args.env_address is not None:
+            env = await RemoteEnv.connect(args.env_address, token=token)
+        else:
+            from rlmesh_gym.envs import GymVectorEnv
+
+            env = GymVectorEnv.make(
+                args.env_id,
+                num_envs=args.num_envs,
+                autoreset=args.autoreset,
+                vectorization=args.vectorization,
+            )
+            owned_env = True
+        if args.policy_address is not None:
+            if args.policy is not None:
+                raise _UsageError("pass either --policy or --policy-address, not both")
+            model = await RemoteModel.connect(args.policy_address, token=token, contract=env.contract)
+            policy: Any = model
+        else:
+            policy = args.policy or _shipped_policy(env.contract.id)
+        return await evaluate_async(
+            env,
+            policy,
+            episodes=args.episodes,
+            seed=args.seed,
+            progress=not (args.no_progress or args.json),
+            record=args.record,
+            device=args.device,
+            allow_pickle=args.allow_pickle,
+        )
+    finally:
+        try:
+            if model is not None:
+                await model.close()
+        finally:
+            if env is not None and (owned_env or not env.closed):
+                await env.close(5.0)
+
+
+def _shipped_policy(env_id: str) -> str:
+    from rlmesh_gym.policies.pretrained import PRETRAINED
+
+    for name, entry in sorted(PRETRAINED.items()):
+        if entry.env_id == env_id:
+            return f"pretrained:{name}"
+    raise _UsageError(
+        f"no --policy given and no shipped policy for the env {env_id!r}; pass --policy PATH, "
+        "--policy package.module:attr, --policy random or --policy-address HOST:PORT"
     )
