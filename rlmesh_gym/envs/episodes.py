@@ -28,6 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
+from rlmesh_gym._wire import length_delimited
 from rlmesh_gym.proto import env_pb2
 
 __all__ = ["INTERRUPTED_BUFFER_LIMIT", "LaneEpisodes", "new_episode_id"]
@@ -95,6 +96,7 @@ class LaneEpisodes:
         self.num_envs = num_envs
         self.autoreset_mode = autoreset_mode
         self._ids: list[str] = [""] * num_envs
+        self._ids_field: bytes | None = None  # encoded_ids() cache, dropped whenever an id changes
         self._seeds: list[int | None] = [None] * num_envs
         self._active = np.zeros(num_envs, dtype=np.bool_)
         self._all_active = False
@@ -114,6 +116,16 @@ class LaneEpisodes:
     def ids(self) -> list[str]:
         """The episode id of every lane as a response reports it (``""`` for an idle lane)."""
         return list(self._ids)
+
+    def encoded_ids(self) -> bytes:
+        """:attr:`ids` encoded as the repeated string field ``StepResponse.episode_ids`` (7).
+
+        Cached until an id changes, so a step whose ids did not roll encodes nothing.
+        """
+        if self._ids_field is None:
+            ids = self._ids
+            self._ids_field = b"".join(length_delimited(b"\x3a", episode_id.encode()) for episode_id in ids)
+        return self._ids_field
 
     @property
     def all_active(self) -> bool:
@@ -153,6 +165,8 @@ class LaneEpisodes:
         terminated: np.ndarray,
         truncated: np.ndarray,
         completed: RepeatedCompositeFieldContainer[env_pb2.EpisodeMetadata],
+        *,
+        any_done: bool | None = None,
     ) -> list[tuple[int, env_pb2.EpisodeMetadata]]:
         """Account one step of every lane and append the finished episodes to ``completed``.
 
@@ -164,7 +178,15 @@ class LaneEpisodes:
 
         Raises ``ValueError`` (and changes nothing) when a NEXT_STEP lane that is waiting for its
         autoreset reports done or a non-zero reward.
+
+        ``any_done=False`` tells that no lane is terminated or truncated (the caller has already
+        looked at the masks), which skips the mask arithmetic when nothing else is due either.
         """
+        if any_done is False and not (self._any_pending or self._stale or self._interrupted):
+            # The common step: every running episode goes on, nothing to complete or clear.
+            self._tick += 1
+            self._returns += rewards
+            return []
         done = terminated | truncated
         if self._any_pending:
             broken = self._pending & (done | (rewards != 0.0))
@@ -228,10 +250,12 @@ class LaneEpisodes:
         self._any_pending = False
         self._stale.clear()
         self._ids = [""] * self.num_envs
+        self._ids_field = None
         return episodes
 
     def _begin(self, lane: int, seed: int | None, wall: int, mono: int) -> None:
         self._ids[lane] = new_episode_id()
+        self._ids_field = None
         self._seeds[lane] = seed
         self._active[lane] = True
         self._start_tick[lane] = self._tick
@@ -278,4 +302,5 @@ class LaneEpisodes:
             for lane in self._stale:
                 if not self._active[lane]:
                     self._ids[lane] = ""
+                    self._ids_field = None
             self._stale.clear()

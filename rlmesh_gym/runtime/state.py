@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from rlmesh_gym._wire import length_delimited
+from rlmesh_gym._wire import varint as _varint
 from rlmesh_gym.proto import common_pb2, model_pb2
 from rlmesh_gym.runtime.events import RuntimeRouteContext
 
@@ -45,19 +47,9 @@ __all__ = [
 _INT32_MAX = (1 << 31) - 1
 
 
-def _varint(value: int) -> bytes:
-    """Protobuf base-128 varint of a non-negative integer."""
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _field(tag: bytes, data: bytes) -> bytes:
     """A length-delimited field (empty when ``data`` is, as proto3 writes defaults)."""
-    return tag + _varint(len(data)) + data if data else b""
+    return length_delimited(tag, data) if data else b""
 
 
 # PredictContext / PredictSlot wire pieces. Contexts are built as bytes and parsed once: one
