@@ -13,6 +13,8 @@ from rlmesh_gym.serve.errors import (
 
 __all__ = ["connect_error", "describe_finished_call", "describe_rpc_error"]
 
+_CORE_SEND_FAILURE = "Internal error from Core"
+
 
 def describe_rpc_error(error: grpc.aio.AioRpcError, max_message_bytes: int) -> str:
     """A one-line account of a failed call, with a hint for the usual causes."""
@@ -32,6 +34,9 @@ async def describe_finished_call(call: grpc.aio.Call, fallback: BaseException, m
 def _describe(code: grpc.StatusCode | None, details: str, max_message_bytes: int) -> str:
     if code == grpc.StatusCode.UNAVAILABLE:
         return f"transport error: connection closed ({details or 'the peer went away'})"
+    if code == grpc.StatusCode.INTERNAL and details == _CORE_SEND_FAILURE:
+        # grpc.aio's report of a write on a connection the peer already dropped.
+        return f"transport error: connection closed (the write failed: {details})"
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
         return (
             f"message too large: {details} (the limit is max_message_bytes={max_message_bytes} on this side; "

@@ -39,14 +39,24 @@ class Served:
         )
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.stdout: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        self.stderr: list[str] = []
+        # One reader per pipe, so neither fills up and blocks the server.
+        self._readers = [
+            threading.Thread(target=self._read_stdout, daemon=True),
+            threading.Thread(target=self._read_stderr, daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
 
-    def _read(self) -> None:
+    def _read_stdout(self) -> None:
         assert self.process.stdout is not None
         for line in self.process.stdout:
             self.lines.put(line.rstrip("\n"))
         self.lines.put(None)
+
+    def _read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        self.stderr.extend(self.process.stderr)
 
     def address(self, timeout: float = 60.0) -> str:
         while True:
@@ -59,14 +69,16 @@ class Served:
                 return match.group(1)
 
     def finish(self, signum: int | None = None, timeout: float = 30.0) -> tuple[int, str, str]:
+        """Send ``signum`` (if still running), wait for the exit; return (code, stdout, stderr)."""
         if signum is not None and self.process.poll() is None:
             self.process.send_signal(signum)
         try:
-            _, stderr = self.process.communicate(timeout=timeout)
+            self.process.wait(timeout)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            _, stderr = self.process.communicate(timeout=timeout)
-        self._reader.join(timeout)
+            self.process.wait(timeout)
+        for reader in self._readers:
+            reader.join(timeout)
         while True:
             try:
                 line = self.lines.get_nowait()
@@ -74,7 +86,9 @@ class Served:
                 break
             if line is not None:
                 self.stdout.append(line)
-        return self.process.returncode, "\n".join(self.stdout), stderr
+        self.process.stdout.close()
+        self.process.stderr.close()
+        return self.process.returncode, "\n".join(self.stdout), "".join(self.stderr)
 
 
 def test_serve_env_serves_the_b3_runtime_and_stops_cleanly_on_sigterm(no_leaked_threads):
