@@ -121,13 +121,24 @@ def _expect(result: object, wrapper: type, response_type: type, operation: str) 
         )
 
 
-def _plain_request(state: RouteState, value: Any, phase: str) -> model_pb2.PredictRequest:
-    """The next predict request for the observation ``value`` (a ``SpaceValue``), no hooks."""
+class _Suspended:
+    """An operation that suspended on its first run: its iterator and what it yielded."""
+
+    __slots__ = ("running", "yielded")
+
+    def __init__(self, running: Any, yielded: Any) -> None:
+        self.running = running
+        self.yielded = yielded
+
+
+def _plain_request(state: RouteState, value: Any, phase: str) -> tuple[model_pb2.PredictRequest, bytes]:
+    """The next predict request for the observation ``value`` (a ``SpaceValue``), no hooks,
+    and its context's serialized bytes."""
     request = _PredictRequest()
-    state.fill_context(request.context, phase)
+    context = state.fill_context(request.context, phase)
     if value.HasField("bytes"):
         request.observation.bytes.CopyFrom(value.bytes)
-    return request
+    return request, context
 
 
 class RuntimeDriver:
@@ -163,6 +174,7 @@ class RuntimeDriver:
         self._ran = False
         self._closed = False
         self._failed_reported = False
+        self._timing: RuntimeTiming | None = None
 
     # -- entry points -------------------------------------------------------------------------
 
@@ -213,6 +225,16 @@ class RuntimeDriver:
         except (Exception, asyncio.CancelledError) as error:
             await self._shutdown_after_failure(state, error)
             raise
+
+    @property
+    def timing(self) -> RuntimeTiming | None:
+        """The run's timing accumulators (``None`` before it starts).
+
+        Its phase timers (``reset``, ``model_wait``, ``env_step``) count every completed
+        operation and its total, min and max nanoseconds, whether or not a hook listens to
+        telemetry.
+        """
+        return self._timing
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -266,6 +288,7 @@ class RuntimeDriver:
         observational = spec.env_contract.autoreset_mode in _OBSERVATIONAL_MODES
         telemetry_on = self._telemetry_on
         guarded = self._guarded
+        begin = self._begin
         predict_timeout = limits.model_predict_timeout
         step_timeout = limits.env_step_timeout
         step_timeout_ms = self._step_timeout_ms
@@ -296,7 +319,9 @@ class RuntimeDriver:
             message = f"env reset complete in {reset_ns / 1e6:.0f}ms ({ready} episode(s) ready)"
             await hooks.fire("log", LogEvent(session_id, route, LogLevel.INFO, message, "runtime"))
         await self._started(state.start_episodes(reset_response.episode_ids, False))
-        request = await self._emit_observation(state, reset_response.observation, _RESET_OBSERVATION, True)
+        request, context_bytes = await self._emit_observation(
+            state, reset_response.observation, _RESET_OBSERVATION, True
+        )
 
         while True:
             token = self._token
@@ -308,16 +333,21 @@ class RuntimeDriver:
             # Predict.
             predict_step = state.step
             started_ns = perf_counter_ns()
-            prediction = await guarded(
-                model.predict, request, started_ns, predict_timeout, "model.predict", predict_step
-            )
+            prediction = begin(model.predict, request, "model.predict", predict_step)
+            if type(prediction) is _Suspended:
+                prediction = await self._finish(
+                    prediction, started_ns, predict_timeout, "model.predict", predict_step
+                )
             if (
                 type(prediction) is not RuntimeModelPrediction
                 or type(prediction.response) is not model_pb2.PredictResponse
             ):
                 _expect(prediction, RuntimeModelPrediction, model_pb2.PredictResponse, "model.predict")
             response = prediction.response
-            if response.context != request.context:
+            # Serializing the echo and comparing bytes is cheaper than comparing messages; the
+            # message comparison decides only if the bytes differ.
+            echoed = response.context
+            if echoed.SerializeToString() != context_bytes and echoed != request.context:
                 raise ModelRouteMismatchError(self._model_component_id, request.context.request_id)
             model_ns = perf_counter_ns() - started_ns
             timing.model_wait.record(model_ns)
@@ -342,7 +372,9 @@ class RuntimeDriver:
 
             # Step.
             started_ns = perf_counter_ns()
-            stepped = await guarded(env.step, step_request, started_ns, step_timeout, "env.step", action_step)
+            stepped = begin(env.step, step_request, "env.step", action_step)
+            if type(stepped) is _Suspended:
+                stepped = await self._finish(stepped, started_ns, step_timeout, "env.step", action_step)
             env_ns = perf_counter_ns() - started_ns
             if type(stepped) is not RuntimeEnvStep or type(stepped.response) is not env_pb2.StepResponse:
                 _expect(stepped, RuntimeEnvStep, env_pb2.StepResponse, "env.step")
@@ -395,11 +427,13 @@ class RuntimeDriver:
             # Next observation.
             if observational or not completed:
                 if self._on_observation:
-                    request = await self._emit_observation(
+                    request, context_bytes = await self._emit_observation(
                         state, step_response.observation, _STEP_OBSERVATION, False
                     )
                 else:
-                    request = _plain_request(state, step_response.observation, _STEP_OBSERVATION)
+                    request, context_bytes = _plain_request(
+                        state, step_response.observation, _STEP_OBSERVATION
+                    )
                 continue
             done_lanes = sorted({metadata.env_index for metadata in completed})
             generation += 1
@@ -429,7 +463,7 @@ class RuntimeDriver:
             else:
                 started = state.observe_episode_ids(reset_response.episode_ids)
             await self._started(started)
-            request = await self._emit_observation(
+            request, context_bytes = await self._emit_observation(
                 state, reset_response.observation, _RESET_OBSERVATION, True
             )
 
@@ -445,6 +479,17 @@ class RuntimeDriver:
         step: int,
     ) -> Any:
         """``await function(request)`` under ``timeout`` and the token (see :mod:`._guard`)."""
+        result = self._begin(function, request, operation, step)
+        if type(result) is _Suspended:
+            result = await self._finish(result, started_ns, timeout, operation, step)
+        return result
+
+    def _begin(self, function: Callable[[Any], Any], request: object, operation: str, step: int) -> Any:
+        """Start ``function(request)`` in this task: its result if it did not suspend, else ``_Suspended``.
+
+        A plain method rather than a coroutine: an in-process env or model never suspends, and
+        this is called twice per step.
+        """
         token = self._token
         try:
             if token is not None and token.cancelled:
@@ -457,11 +502,27 @@ class RuntimeDriver:
                 if token is not None and token.cancelled:
                     raise RouteCancelledError(self._route_id, step, self._cancellation_reason) from None
                 return stop.value
+            return _Suspended(running, yielded)
+        except RuntimeDriverError:
+            raise
+        except Exception as error:
+            raise self._wrap(operation, step, error) from error
+        except asyncio.CancelledError as error:
+            if _task_is_cancelling():
+                raise
+            raise self._wrap(operation, step, error) from error
+
+    async def _finish(
+        self, suspended: _Suspended, started_ns: int, timeout: float, operation: str, step: int
+    ) -> Any:
+        """Race a suspended operation against its deadline and the token."""
+        token = self._token
+        try:
             loop = asyncio.get_running_loop()
             deadline = math.inf
             if timeout != math.inf:
                 deadline = loop.time() + timeout - (perf_counter_ns() - started_ns) / 1e9
-            outcome, result = await _guard.drive(running, yielded, deadline, token, loop)
+            outcome, result = await _guard.drive(suspended.running, suspended.yielded, deadline, token, loop)
             if outcome == _guard.DONE:
                 return result
             if outcome == _guard.CANCELLED:
@@ -552,12 +613,13 @@ class RuntimeDriver:
 
     async def _emit_observation(
         self, state: RouteState, value: Any, phase: str, is_reset: bool
-    ) -> model_pb2.PredictRequest:
-        """The next predict request, after the observation hooks saw (and transformed) it."""
+    ) -> tuple[model_pb2.PredictRequest, bytes]:
+        """The next predict request, after the observation hooks saw (and transformed) it, and
+        its context's serialized bytes."""
         if not self._on_observation:
             return _plain_request(state, value, phase)
         request = _PredictRequest()
-        state.fill_context(request.context, phase)
+        context_bytes = state.fill_context(request.context, phase)
         event = ObservationEmittedEvent(
             self._session_id,
             self._route,
@@ -578,7 +640,7 @@ class RuntimeDriver:
         if event.observation is not None:
             request.observation.bytes.data = event.observation
         await hooks.fire("observation_emitted", event)
-        return request
+        return request, context_bytes
 
     # -- endings ------------------------------------------------------------------------------
 

@@ -182,6 +182,7 @@ class RouteState:
         "total_steps",
         "total_episodes",
         "_request_prefix",
+        "_id_prefixes",
         "_context_head",
         "_slot_prefixes",
         "_env_indices",
@@ -211,6 +212,7 @@ class RouteState:
         self.total_steps = 0
         self.total_episodes = 0
         self._request_prefix = f"{session_id}:{route_id}:"
+        self._id_prefixes: dict[RequestPhase | str, bytes] = {}
         self._context_head = _field(b"\x0a", session_id.encode("utf-8")) + _field(
             b"\x12", route_id.encode("utf-8")
         )
@@ -362,9 +364,23 @@ class RouteState:
         text = phase.value if type(phase) is RequestPhase else phase
         return f"{self._request_prefix}{text}:{self.request_seq:06d}"
 
-    def fill_context(self, context: model_pb2.PredictContext, phase: RequestPhase | str) -> None:
-        """Write a fresh context (next request id, every slot as it is now) into ``context``."""
-        request_id = self.next_request_id(phase).encode("utf-8")
+    def fill_context(self, context: model_pb2.PredictContext, phase: RequestPhase | str) -> bytes:
+        """Write a fresh context (next request id, every slot as it is now) into ``context``.
+
+        Returns the context's serialized bytes (canonical: what ``SerializeToString`` gives).
+        """
+        data = self.encode_context(phase)
+        context.ParseFromString(data)
+        return data
+
+    def encode_context(self, phase: RequestPhase | str) -> bytes:
+        """A fresh ``PredictContext`` (next request id, every slot as it is now), serialized."""
+        self.request_seq += 1
+        id_prefix = self._id_prefixes.get(phase)
+        if id_prefix is None:
+            text = phase.value if type(phase) is RequestPhase else phase
+            id_prefix = self._id_prefixes[phase] = f"{self._request_prefix}{text}:".encode()
+        request_id = b"%s%06d" % (id_prefix, self.request_seq)  # next_request_id(), as bytes
         size = len(request_id)
         parts = [
             self._context_head,
@@ -388,7 +404,7 @@ class RouteState:
             for lane, reset in enumerate(self._resets):
                 if reset:
                     parts[3 + lane] = _slot(prefixes[lane], total - starts[lane], True)
-        context.ParseFromString(b"".join(parts))
+        return b"".join(parts)
 
     def predict_request(
         self, observation: bytes | common_pb2.MessageBytes | None, phase: RequestPhase | str
