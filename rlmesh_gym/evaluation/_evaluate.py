@@ -13,7 +13,6 @@ from rlmesh_gym.evaluation._progress import EpisodeProgress, progress_wanted
 from rlmesh_gym.evaluation._quotas import EpisodeQuotas, lane_quotas
 from rlmesh_gym.evaluation._resolve import ResolvedEnv, describe_policy, resolve_env, resolve_policy
 from rlmesh_gym.evaluation._result import EvalResult, EvalTimings
-from rlmesh_gym.evaluation._timing import TimedEnv, TimedModel
 from rlmesh_gym.records import EpisodeRecord
 from rlmesh_gym.runtime import (
     CancellationToken,
@@ -133,8 +132,7 @@ class _Evaluation:
         self.quotas = lane_quotas(episodes, resolved.num_envs)
         self.token = CancellationToken()
         self.hooks: _EvaluationHooks | None = None
-        self.timed_env: TimedEnv | None = None
-        self.timed_model: TimedModel | None = None
+        self.driver: RuntimeDriver | None = None
 
     def cancel(self) -> None:
         """Ask the running session to end after its current step (thread-safe)."""
@@ -159,23 +157,27 @@ class _Evaluation:
         )
 
     def _timings(self) -> EvalTimings:
-        hooks, env, model = self.hooks, self.timed_env, self.timed_model
-        if hooks is None or hooks.started_ns is None or env is None or model is None:
+        # The driver's phase timers: exact totals of every completed reset, step and predict
+        # (each measured by the driver around the call), kept whether or not telemetry is on.
+        hooks = self.hooks
+        timing = self.driver.timing if self.driver is not None else None
+        if hooks is None or hooks.started_ns is None or timing is None:
             return EvalTimings()
         ended_ns = hooks.ended_ns if hooks.ended_ns is not None else perf_counter_ns()
         wall_ns = max(ended_ns - hooks.started_ns, 1)
-        steps = env.steps
+        reset, env_step, model_wait = timing.reset, timing.env_step, timing.model_wait
+        steps = env_step.count
         env_steps = steps * self.resolved.num_envs
-        other_ns = wall_ns - env.reset_ns - env.step_ns - model.predict_ns
+        other_ns = wall_ns - reset.total_ns - env_step.total_ns - model_wait.total_ns
         return EvalTimings(
             wall_seconds=wall_ns / 1e9,
             vector_steps=steps,
             env_steps=env_steps,
             env_steps_per_second=env_steps / (wall_ns / 1e9),
-            resets=env.resets,
-            reset_ms=env.reset_ns / 1e6,
-            env_step_ms=env.step_ns / steps / 1e6 if steps else None,
-            model_wait_ms=model.predict_ns / model.predicts / 1e6 if model.predicts else None,
+            resets=reset.count,
+            reset_ms=reset.total_ns / 1e6,
+            env_step_ms=env_step.total_ns / steps / 1e6 if steps else None,
+            model_wait_ms=model_wait.total_ns / model_wait.count / 1e6 if model_wait.count else None,
             overhead_ms=max(other_ns, 0) / steps / 1e6 if steps else None,
         )
 
@@ -202,12 +204,10 @@ class _Evaluation:
             if recorder is not None:
                 all_hooks.append(recorder)
             all_hooks.extend(self.user_hooks)
-            self.timed_env = TimedEnv(resolved.env)
-            self.timed_model = TimedModel(self.model)
             spec = RuntimeSessionSpec(
                 session_id=self.session_id,
                 route_id=self.route_id,
-                env_contract=self.timed_env.contract,
+                env_contract=resolved.env.contract,
                 num_envs=resolved.num_envs,
                 env_id=resolved.env_id,
                 base_seed=self.seed,
@@ -215,7 +215,7 @@ class _Evaluation:
                 close_env_on_end=resolved.owned,
                 limits=self.limits,
             )
-            driver = RuntimeDriver(spec, self.timed_env, self.timed_model, hooks=all_hooks)
+            driver = self.driver = RuntimeDriver(spec, resolved.env, self.model, hooks=all_hooks)
             hooks.driver = driver
             await driver.run_with_cancellation_reason(self.token, _INTERRUPT_REASON)
         except InvalidSpecError:
@@ -227,8 +227,9 @@ class _Evaluation:
             partial = self._result(complete=False)
             if (
                 isinstance(exc, ModelRpcError)
-                and self.timed_model is not None
-                and not self.timed_model.predicts
+                and self.driver is not None
+                and self.driver.timing is not None
+                and not self.driver.timing.model_wait.count
             ):
                 raise PolicyMismatchError(
                     f"policy {self.policy_name!r} failed on the first observations of {resolved.env_id} "
