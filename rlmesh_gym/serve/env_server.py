@@ -23,6 +23,9 @@ stream. When a stream ends without ``Close`` (the client vanished) or is ended b
 next client starts clean. The env itself stays open between sessions; closing it is the
 owner's job.
 
+A single reset seed for a vector env (what rlmesh's clients send for ``reset(seed=42)``) is
+expanded to ``seed, seed+1, ...``, the seeds gymnasium gives the lanes for an int seed.
+
 Error codes: a recoverable :class:`~rlmesh_gym.runtime.errors.EnvRpcError` from the env (a bad
 action, bad seeds or lane indices) is ``INVALID_ACTION``; a
 :class:`~rlmesh_gym.runtime.errors.OperationTimeoutError`, or a request that ran past its
@@ -297,6 +300,18 @@ class EnvServer(ServerLifecycle):
 
     async def _reset(self, request: env_pb2.ResetRequest, response: env_pb2.JoinResponse) -> None:
         started = time.monotonic()
+        lanes = self._num_envs
+        if (
+            len(request.seeds) == 1
+            and lanes > 1
+            and not request.env_indices
+            and request.seeds[0] + lanes <= 2**63
+        ):
+            # rlmesh clients send reset(seed=42) on a vector env as one seed; upstream servers pass
+            # it to gymnasium, which seeds lane i with 42 + i. Give the env exactly those seeds.
+            first = request.seeds[0]
+            request.ClearField("seeds")
+            request.seeds.extend(first + lane for lane in range(lanes))
         try:
             result = await self._env.reset(request)
         except Exception as error:

@@ -114,9 +114,11 @@ def test_b3_vector_client_sees_the_observations_of_the_env_itself():
             def drive():
                 client = rlmesh.numpy.RemoteVectorEnv(server.address)
                 try:
+                    # One int seed, as rlmesh documents it: lanes get seed, seed+1, ... as in gymnasium.
+                    int_seeded = client.reset(seed=seeds[0])[0]
                     got = [client.reset(seed=seeds)[0]]
                     got.extend(client.step(step_actions) for step_actions in actions)
-                    return client.num_envs, got
+                    return client.num_envs, int_seeded, got
                 finally:
                     client.close()
 
@@ -125,8 +127,9 @@ def test_b3_vector_client_sees_the_observations_of_the_env_itself():
             await served.close(5.0)
         return result
 
-    lanes, got = run(scenario())
+    lanes, int_seeded, got = run(scenario())
     assert lanes == num_envs
+    np.testing.assert_array_equal(np.asarray(int_seeded), expected[0])  # seeds are 100..107
     np.testing.assert_array_equal(np.asarray(got[0]), expected[0])
     autoresets = 0
     for (obs, rewards, terminated, truncated, _), (e_obs, e_rewards, e_term, e_trunc, _) in zip(
