@@ -20,6 +20,7 @@ __all__ = [
     "load_policy_object",
     "resolve_env",
     "resolve_policy",
+    "shipped_policy",
 ]
 
 AUTORESET_NAMES = ("next_step", "same_step", "disabled")
@@ -225,6 +226,16 @@ def describe_policy(policy: Any) -> str:
     return cls.__qualname__
 
 
+def shipped_policy(env_id: str) -> str | None:
+    """The ``"pretrained:NAME"`` reference of the policy shipped for ``env_id``, or ``None``."""
+    from rlmesh_gym.policies.pretrained import PRETRAINED
+
+    for name, entry in sorted(PRETRAINED.items()):
+        if entry.env_id == env_id:
+            return f"{_PRETRAINED_PREFIX}{name}"
+    return None
+
+
 def load_policy_object(reference: str) -> Any:
     """Import ``"package.module:attr"`` (``attr`` may be dotted) and return the object.
 
@@ -268,14 +279,17 @@ def _is_factory(obj: Any) -> bool:
 
 def resolve_policy(
     policy: Any,
-    contract: env_pb2.EnvContract,
+    contract: env_pb2.EnvContract | None,
     *,
     seed: int | None,
     device: str,
     deterministic: bool,
     allow_pickle: bool = False,
 ) -> Any:
-    """Turn ``policy`` into a ``RuntimeModel`` bound to ``contract``.
+    """Turn ``policy`` into a ``RuntimeModel`` bound to ``contract`` (unbound when it is ``None``).
+
+    An unbound model gets its spaces later from ``bind(contract)``, as
+    :class:`~rlmesh_gym.serve.ModelServer` does on each route's ``ConfigureRoute``.
 
     * ``"random"``: ``RandomPolicy`` seeded with ``seed``;
     * ``"pretrained:NAME"``: a policy shipped with the package (``"pretrained:cartpole"``);
@@ -284,7 +298,7 @@ def resolve_policy(
       it runs code from the file); for a ``state_dict`` pass ``TorchPolicy.load(path, factory=...)``;
     * ``"package.module:attr"``: the object it names (see :func:`load_policy_object`);
     * a ``RuntimeModel`` (anything with an ``async predict``): used as is (``bind(contract)``
-      is called when it has one);
+      is called when it has one and a contract is given);
     * an ``nn.Module``, TorchScript module or function: ``TorchPolicy``;
     * a callable whose first parameter is annotated ``torch.Tensor``: ``TorchPolicy``;
     * any other callable: ``CallablePolicy`` (numpy arrays in, numpy/array-like actions out).
@@ -328,7 +342,7 @@ def resolve_policy(
         )
     if _is_runtime_model(policy):
         bind = getattr(policy, "bind", None)
-        if callable(bind):
+        if contract is not None and callable(bind):
             bound = bind(contract)
             # bind() may configure in place (returning None) or return the bound model.
             return policy if bound is None else bound
@@ -350,7 +364,7 @@ def resolve_policy(
 
 def _load_path(
     path: str,
-    contract: env_pb2.EnvContract,
+    contract: env_pb2.EnvContract | None,
     *,
     device: str,
     deterministic: bool,
