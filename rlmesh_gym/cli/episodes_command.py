@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import warnings
 from typing import Any
+
+from rlmesh_gym.cli._report import report_error, report_warning
 
 __all__ = ["register", "run"]
 
@@ -32,30 +33,25 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _error(message: str, code: int) -> int:
-    print(f"rlmesh-gym: error: {message}", file=sys.stderr)
-    return code
-
-
 def run(args: argparse.Namespace) -> int:
     """Carry out ``rlmesh-gym episodes``; return the exit code."""
     from rlmesh_gym.recording import RecordingFormatError, RecordingWarning, load_recording
 
     if args.limit is not None and args.limit < 0:
-        return _error(f"--limit must be at least 0, got {args.limit}", 2)
+        return report_error(f"--limit must be at least 0, got {args.limit}", 2)
     if not os.path.isfile(args.file):
-        return _error(f"no such recording file: {args.file}", 2)
+        return report_error(f"no such recording file: {args.file}", 2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RecordingWarning)
         try:
             recording = load_recording(args.file)
         except RecordingFormatError as exc:
-            return _error(str(exc), 2)
+            return report_error(str(exc), 2)
         except OSError as exc:
-            return _error(f"cannot read {args.file}: {exc.strerror or exc}", 2)
+            return report_error(f"cannot read {args.file}: {exc.strerror or exc}", 2)
     for warning in caught:
         if issubclass(warning.category, RecordingWarning):
-            print(f"rlmesh-gym: warning: {warning.message}", file=sys.stderr)
+            report_warning(str(warning.message))
     print(_render(recording, args.limit))
     return 0
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
+
+from rlmesh_gym.cli._env_arguments import add_autoreset_argument, add_vectorization_argument
+from rlmesh_gym.cli._report import report_error
 
 __all__ = ["register", "run"]
 
@@ -62,21 +64,8 @@ def register(subparsers: Any) -> None:
         metavar="S",
         help=f"base seed of the reset seeds (default: {DEFAULT_SEED})",
     )
-    parser.add_argument(
-        "--autoreset",
-        default="next_step",
-        choices=("next_step", "same_step", "disabled"),
-        type=str.lower,
-        metavar="MODE",
-        help="autoreset mode: next_step (default), same_step or disabled",
-    )
-    parser.add_argument(
-        "--vectorization",
-        default="sync",
-        choices=("sync", "async"),
-        type=str.lower,
-        help="sync (default) or async (one subprocess per lane)",
-    )
+    add_autoreset_argument(parser)
+    add_vectorization_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
     parser.add_argument(
         "--record", default=None, metavar="FILE", help="record the episodes to FILE (msgpack)"
@@ -105,26 +94,12 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _error(message: str, code: int) -> int:
-    print(f"rlmesh-gym: error: {message}", file=sys.stderr)
-    return code
-
-
-def _default_policy(env_id: str) -> str | None:
-    from rlmesh_gym.policies.pretrained import PRETRAINED
-
-    for name, entry in sorted(PRETRAINED.items()):
-        if entry.env_id == env_id:
-            return f"pretrained:{name}"
-    return None
-
-
 def run(args: argparse.Namespace) -> int:
     """Carry out ``rlmesh-gym eval``; return the exit code."""
     if args.episodes < 1:
-        return _error(f"--episodes must be at least 1, got {args.episodes}", 2)
+        return report_error(f"--episodes must be at least 1, got {args.episodes}", 2)
     if args.num_envs < 1:
-        return _error(f"--num-envs must be at least 1, got {args.num_envs}", 2)
+        return report_error(f"--num-envs must be at least 1, got {args.num_envs}", 2)
     if args.env_address is not None or args.policy_address is not None:
         from rlmesh_gym.cli.serve_command import run_remote_eval
 
@@ -136,10 +111,12 @@ def run(args: argparse.Namespace) -> int:
         try:  # an unknown id is the clearer message than "no shipped policy"
             gymnasium.spec(args.env_id)
         except gymnasium.error.Error as exc:
-            return _error(f"unknown env id {args.env_id!r}: {exc}", 2)
-        policy = _default_policy(args.env_id)
+            return report_error(f"unknown env id {args.env_id!r}: {exc}", 2)
+        from rlmesh_gym.evaluation._resolve import shipped_policy
+
+        policy = shipped_policy(args.env_id)
         if policy is None:
-            return _error(
+            return report_error(
                 f"no --policy given and no shipped policy for {args.env_id!r}; pass --policy PATH, "
                 "--policy package.module:attr or --policy random",
                 2,
@@ -163,15 +140,15 @@ def run(args: argparse.Namespace) -> int:
             allow_pickle=args.allow_pickle,
         )
     except KeyboardInterrupt:
-        return _error("interrupted", 130)
+        return report_error("interrupted", 130)
     except PolicyMismatchError as exc:  # bad input, found on the first predict
-        return _error(str(exc), 2)
+        return report_error(str(exc), 2)
     except EvaluationError as exc:
-        return _error(str(exc), 1)
+        return report_error(str(exc), 1)
     except (ValueError, TypeError, OSError, ImportError, RuntimeDriverError) as exc:
-        return _error(str(exc), 2)
+        return report_error(str(exc), 2)
     except Exception as exc:  # anything else raised while building the env or loading the policy
-        return _error(f"{type(exc).__name__}: {exc}", 2)
+        return report_error(f"{type(exc).__name__}: {exc}", 2)
     if args.json:
         print(result.to_json(indent=2))
     else:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
+
+from rlmesh_gym.cli._env_arguments import add_autoreset_argument
+from rlmesh_gym.cli._report import report_error
 
 __all__ = ["contract_summary", "register", "run"]
 
@@ -19,14 +21,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("env_id", metavar="ENV_ID", help="a registered Gymnasium env id")
     parser.add_argument("--num-envs", type=int, default=1, metavar="N", help="lanes (default: 1)")
-    parser.add_argument(
-        "--autoreset",
-        default="next_step",
-        choices=("next_step", "same_step", "disabled"),
-        type=str.lower,
-        metavar="MODE",
-        help="autoreset mode: next_step (default), same_step or disabled",
-    )
+    add_autoreset_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the contract as JSON")
     parser.set_defaults(func=run)
 
@@ -72,8 +67,7 @@ def _format(summary: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     """Carry out ``rlmesh-gym inspect``; return the exit code."""
     if args.num_envs < 1:
-        print(f"rlmesh-gym: error: --num-envs must be at least 1, got {args.num_envs}", file=sys.stderr)
-        return 2
+        return report_error(f"--num-envs must be at least 1, got {args.num_envs}", 2)
     from rlmesh_gym.evaluation._blocking import run_blocking
     from rlmesh_gym.evaluation._resolve import resolve_env
 
@@ -87,8 +81,7 @@ def run(args: argparse.Namespace) -> int:
         )
     except Exception as exc:  # unknown ids and env constructors that fail: report, no traceback
         message = str(exc) if isinstance(exc, (ValueError, TypeError)) else f"{type(exc).__name__}: {exc}"
-        print(f"rlmesh-gym: error: {message}", file=sys.stderr)
-        return 2
+        return report_error(message, 2)
     try:
         summary = contract_summary(resolved.env.contract)
     finally:

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
-import inspect
 import os
 import signal
 import sys
 import threading
 import warnings
 from typing import Any
+
+from rlmesh_gym.cli._env_arguments import add_autoreset_argument, add_vectorization_argument
+from rlmesh_gym.cli._report import report_error, report_warning
 
 __all__ = ["register", "run_remote_eval", "run_serve_env", "run_serve_policy"]
 
@@ -45,21 +46,8 @@ def register(subparsers: Any) -> None:
     env.add_argument(
         "--num-envs", type=int, default=1, metavar="N", help="lanes stepped together (default: 1)"
     )
-    env.add_argument(
-        "--autoreset",
-        default="next_step",
-        choices=("next_step", "same_step", "disabled"),
-        type=str.lower,
-        metavar="MODE",
-        help="autoreset mode: next_step (default), same_step or disabled",
-    )
-    env.add_argument(
-        "--vectorization",
-        default="sync",
-        choices=("sync", "async"),
-        type=str.lower,
-        help="sync (default) or async (one subprocess per lane)",
-    )
+    add_autoreset_argument(env)
+    add_vectorization_argument(env)
     env.add_argument(
         "--render",
         action="store_true",
@@ -151,11 +139,6 @@ def _add_endpoint_arguments(parser: argparse.ArgumentParser, default_address: st
     )
 
 
-def _error(message: str, code: int) -> int:
-    print(f"rlmesh-gym: error: {message}", file=sys.stderr)
-    return code
-
-
 def _endpoint_options(args: argparse.Namespace) -> dict[str, Any]:
     """The server keyword arguments common to both commands; ValueError names a bad flag."""
     if args.idle_timeout is not None and not args.idle_timeout > 0:
@@ -192,7 +175,7 @@ async def _serve_until_stopped(server: Any, banner: str) -> None:
             warnings.simplefilter("ignore", InsecureBindWarning)
             await server.start()
         if server.exposure_warning:
-            print(f"rlmesh-gym: warning: {server.exposure_warning}", file=sys.stderr, flush=True)
+            report_warning(server.exposure_warning)
         print(f"rlmesh-gym: {banner} on {server.address}", flush=True)
         stopped = asyncio.ensure_future(server.wait_closed())
         signalled = asyncio.ensure_future(stop.wait())
@@ -209,26 +192,25 @@ async def _serve_until_stopped(server: Any, banner: str) -> None:
 def run_serve_env(args: argparse.Namespace) -> int:
     """Carry out ``rlmesh-gym serve-env``; return the exit code."""
     if args.num_envs < 1:
-        return _error(f"--num-envs must be at least 1, got {args.num_envs}", 2)
+        return report_error(f"--num-envs must be at least 1, got {args.num_envs}", 2)
     try:
         options = _endpoint_options(args)
         from rlmesh_gym.serve import EnvServer
     except (ValueError, ImportError) as error:
-        return _error(str(error), 2)
-    from rlmesh_gym.envs import GymVectorEnv
+        return report_error(str(error), 2)
     from rlmesh_gym.proto import env_pb2
 
     try:
         extra = {"render_mode": "rgb_array"} if args.render else {}
-        env = GymVectorEnv.make(
+        env = _build_env(
             args.env_id,
             num_envs=args.num_envs,
             autoreset=args.autoreset,
             vectorization=args.vectorization,
             **extra,
         )
-    except Exception as error:  # gymnasium raises many types for unknown ids and bad kwargs
-        return _error(f"cannot build env {args.env_id!r}: {type(error).__name__}: {error}", 2)
+    except ValueError as error:
+        return report_error(str(error), 2)
     contract = env.contract
     mode = env_pb2.AutoresetMode.Name(contract.autoreset_mode).removeprefix("AUTORESET_MODE_")
     banner = (
@@ -251,17 +233,11 @@ def run_serve_policy(args: argparse.Namespace) -> int:
         options = _endpoint_options(args)
         from rlmesh_gym.serve import ModelServer
     except (ValueError, ImportError) as error:
-        return _error(str(error), 2)
+        return report_error(str(error), 2)
     try:
-        model = _load_policy(
-            args.policy,
-            seed=args.seed,
-            device=args.device,
-            deterministic=not args.stochastic,
-            allow_pickle=args.allow_pickle,
-        )
+        model = _load_policy(args)
     except (ValueError, TypeError, OSError, ImportError) as error:
-        return _error(str(error), 2)
+        return report_error(str(error), 2)
 
     async def serve() -> None:
         bound = "spaces from each route's contract"
@@ -299,80 +275,47 @@ def _run_server(serve: Any) -> int:
         return 130
     except OSError as error:  # includes RemoteConnectionError (--contract-from) and a taken port
         code = 2 if isinstance(error, RemoteConnectionError) else 1
-        return _error(str(error), code)
+        return report_error(str(error), code)
     except (ValueError, TypeError) as error:
-        return _error(str(error), 2)
+        return report_error(str(error), 2)
     return 0
 
 
-def _contract_of(env_id: str) -> Any:
+def _build_env(env_id: str, **options: Any) -> Any:
+    """``GymVectorEnv.make(env_id, **options)``; ValueError names the env id and what went wrong."""
     from rlmesh_gym.envs import GymVectorEnv
 
     try:
-        env = GymVectorEnv.make(env_id, num_envs=1)
-    except Exception as error:
+        return GymVectorEnv.make(env_id, **options)
+    except Exception as error:  # gymnasium raises many types for unknown ids and bad kwargs
         raise ValueError(f"cannot build env {env_id!r}: {type(error).__name__}: {error}") from error
+
+
+def _contract_of(env_id: str) -> Any:
+    env = _build_env(env_id, num_envs=1)
     try:
         return env.contract
     finally:
         env.env.close()
 
 
-def _load_policy(
-    reference: str, *, seed: int | None, device: str, deterministic: bool, allow_pickle: bool
-) -> Any:
-    """An unbound RuntimeModel for ``reference``; it gets its spaces later through ``bind``."""
-    if reference == "random":
-        from rlmesh_gym.policies import RandomPolicy
+def _load_policy(args: argparse.Namespace) -> Any:
+    """An unbound RuntimeModel for POLICY; it gets its spaces later through ``bind``."""
+    from rlmesh_gym.evaluation._resolve import resolve_policy
 
-        return RandomPolicy(seed=seed)
-    if reference.startswith("pretrained:"):
-        from rlmesh_gym.policies import TorchPolicy
-        from rlmesh_gym.policies.pretrained import PRETRAINED, load_pretrained
+    if args.policy.startswith("pretrained:"):
+        from rlmesh_gym.policies.pretrained import PRETRAINED
 
-        name = reference.removeprefix("pretrained:")
+        name = args.policy.removeprefix("pretrained:")
         if name not in PRETRAINED:
             raise ValueError(f"no shipped policy {name!r}; shipped: {', '.join(sorted(PRETRAINED))}")
-        return TorchPolicy(load_pretrained(name), device=device, deterministic=deterministic, seed=seed)
-    if os.path.isfile(reference):
-        from rlmesh_gym.policies import TorchPolicy
-
-        return TorchPolicy.load(
-            reference, device=device, deterministic=deterministic, seed=seed, allow_pickle=allow_pickle
-        )
-    if ":" in reference:
-        return _policy_object(reference, seed=seed, device=device, deterministic=deterministic)
-    raise ValueError(
-        f"policy {reference!r} is not 'random', 'pretrained:NAME', an existing file or 'package.module:attr'"
-    )
-
-
-def _policy_object(reference: str, *, seed: int | None, device: str, deterministic: bool) -> Any:
-    module_name, _, attr = reference.partition(":")
-    try:
-        target: Any = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ValueError(f"cannot import module {module_name!r} for policy {reference!r}: {error}") from error
-    for part in attr.split("."):
-        if not hasattr(target, part):
-            raise ValueError(f"module {module_name!r} has no attribute {attr!r} (policy {reference!r})")
-        target = getattr(target, part)
-    if inspect.isclass(target):
-        target = target()
-    if inspect.iscoroutinefunction(getattr(target, "predict", None)):
-        return target  # already a RuntimeModel
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(target, torch.nn.Module):
-        from rlmesh_gym.policies import TorchPolicy
-
-        return TorchPolicy(target, device=device, deterministic=deterministic, seed=seed)
-    if callable(target):
-        from rlmesh_gym.policies import CallablePolicy
-
-        return CallablePolicy(target)
-    raise TypeError(
-        f"policy {reference!r} is a {type(target).__name__}: expected an nn.Module, a RuntimeModel or a "
-        "callable from an observation batch to an action batch"
+    return resolve_policy(
+        args.policy,
+        None,
+        seed=args.seed,
+        device=args.device,
+        deterministic=not args.stochastic,
+        allow_pickle=args.allow_pickle,
     )
 
 
@@ -387,19 +330,19 @@ def run_remote_eval(args: argparse.Namespace) -> int:
     try:
         result = asyncio.run(_remote_eval(args))
     except KeyboardInterrupt:
-        return _error("interrupted", 130)
+        return report_error("interrupted", 130)
     except _UsageError as error:
-        return _error(str(error), 2)
+        return report_error(str(error), 2)
     except Exception as error:
         from rlmesh_gym.evaluation import EvaluationError, PolicyMismatchError
         from rlmesh_gym.serve import RemoteConnectionError
 
         if isinstance(error, PolicyMismatchError):  # bad input, found on the first predict
-            return _error(str(error), 2)
+            return report_error(str(error), 2)
         if isinstance(error, (EvaluationError, RemoteConnectionError)):
-            return _error(str(error), 1)
+            return report_error(str(error), 1)
         if isinstance(error, (ValueError, TypeError, OSError, ImportError)):
-            return _error(str(error), 2)
+            return report_error(str(error), 2)
         raise
     print(result.to_json(indent=2) if args.json else result)
     return 0
@@ -421,9 +364,7 @@ async def _remote_eval(args: argparse.Namespace) -> Any:
         if args.env_address is not None:
             env = await RemoteEnv.connect(args.env_address, token=token)
         else:
-            from rlmesh_gym.envs import GymVectorEnv
-
-            env = GymVectorEnv.make(
+            env = _build_env(
                 args.env_id,
                 num_envs=args.num_envs,
                 autoreset=args.autoreset,
@@ -457,11 +398,11 @@ async def _remote_eval(args: argparse.Namespace) -> Any:
 
 
 def _shipped_policy(env_id: str) -> str:
-    from rlmesh_gym.policies.pretrained import PRETRAINED
+    from rlmesh_gym.evaluation._resolve import shipped_policy
 
-    for name, entry in sorted(PRETRAINED.items()):
-        if entry.env_id == env_id:
-            return f"pretrained:{name}"
+    reference = shipped_policy(env_id)
+    if reference is not None:
+        return reference
     raise _UsageError(
         f"no --policy given and no shipped policy for the env {env_id!r}; pass --policy PATH, "
         "--policy package.module:attr, --policy random or --policy-address HOST:PORT"
