@@ -35,6 +35,7 @@ __all__ = ["TorchPolicy"]
 # "not writable" warning, and the policy may then write to them); larger ones are shared.
 _COPY_LIMIT = 64 * 1024
 _NOT_WRITABLE = "The given NumPy array is not writable"
+_Tensor = torch.Tensor
 
 
 def _tensor_from_array(array: np.ndarray) -> torch.Tensor:
@@ -245,7 +246,7 @@ class _ActionResolver:
         leaf = self.leaf
         if leaf is None:
             return self._resolve_composite(output, rows, path, generator)
-        from_distribution = isinstance(output, Distribution)
+        from_distribution = type(output) is not _Tensor and isinstance(output, Distribution)
         if from_distribution:
             try:
                 tensor = (
@@ -380,6 +381,7 @@ class TorchPolicy(PolicyModel[torch.Generator]):
     """
 
     _observe: Callable[[Any], Any]  # set by bind()
+    _copy_raw: bool  # set by bind(): small observation payloads are decoded from a private copy
     _resolver: _ActionResolver
 
     def __init__(
@@ -457,12 +459,17 @@ class TorchPolicy(PolicyModel[torch.Generator]):
         return generator
 
     def _compile(self, spaces: PolicySpaces) -> None:
-        self._observe = _observation_converter(self._observation_codec, self.device)
+        codec = self._observation_codec
+        self._copy_raw = codec.kind in RAW_KINDS and codec.spec.dtype != spaces_pb2.D_TYPE_BFLOAT16
+        self._observe = _observation_converter(codec, self.device)
         self._resolver = _ActionResolver(
             self._action_plan, self.device, self.deterministic, self.clip_actions
         )
 
     def _act(self, data: bytes, rows: int, context: model_pb2.PredictContext) -> tuple[bytes, int]:
+        if self._copy_raw and len(data) <= _COPY_LIMIT:
+            # Decoding a private copy gives a writable array: the tensor shares it, no second copy.
+            data = bytearray(data)
         observations = self._observe(self._decode_observation(data, rows))
         with torch.inference_mode():
             start = time.perf_counter_ns()
