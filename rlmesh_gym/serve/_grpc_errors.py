@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 
 from rlmesh_gym.serve.errors import (
@@ -11,7 +13,7 @@ from rlmesh_gym.serve.errors import (
     SessionBusyError,
 )
 
-__all__ = ["connect_error", "describe_finished_call", "describe_rpc_error"]
+__all__ = ["connect_error", "describe_finished_call", "describe_rpc_error", "error_code_name"]
 
 _CORE_SEND_FAILURE = "Internal error from Core"
 
@@ -45,6 +47,15 @@ def _describe(code: grpc.StatusCode | None, details: str, max_message_bytes: int
     if code == grpc.StatusCode.CANCELLED:
         return f"the call was cancelled ({details or 'by the peer or locally'})"
     return f"{code.name}: {details}" if code is not None else details
+
+
+def error_code_name(codes: Any, code: int) -> str:
+    """The short name of an in-band error ``code`` of the ``codes`` enum (``"INVALID_ACTION"``)."""
+    try:
+        name: str = codes.Name(code)
+    except ValueError:
+        return f"code {code}"
+    return name.split("_ERROR_CODE_", 1)[-1]
 
 
 def connect_error(address: str, error: grpc.aio.AioRpcError, role: str) -> RemoteConnectionError:

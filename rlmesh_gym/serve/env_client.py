@@ -27,41 +27,24 @@ at once with the same cause.
 from __future__ import annotations
 
 import asyncio
-from types import TracebackType
 
 import grpc
 
 from rlmesh_gym.proto import env_pb2, env_pb2_grpc
 from rlmesh_gym.runtime.errors import EnvRpcError
 from rlmesh_gym.runtime.seams import RuntimeEnv, RuntimeEnvReset, RuntimeEnvStep
-from rlmesh_gym.serve._grpc_errors import connect_error, describe_finished_call, describe_rpc_error
-from rlmesh_gym.serve.auth import call_metadata, validate_token
-from rlmesh_gym.serve.endpoint import (
-    DEFAULT_MAX_MESSAGE_BYTES,
-    channel_options,
-    check_timeout,
-    format_address,
-    parse_address,
-)
-from rlmesh_gym.serve.errors import (
-    HandshakeRejectedError,
-    PeerUnavailableError,
-    RemoteConnectionError,
-    RemoteEnvError,
-)
-from rlmesh_gym.serve.handshake import (
-    DEFAULT_EDITION_PIN,
-    check_handshake_response,
-    handshake_request,
-    resolve_edition_pin,
-)
+from rlmesh_gym.serve._grpc_errors import describe_finished_call, describe_rpc_error, error_code_name
+from rlmesh_gym.serve._peer_session import PeerSession, PeerTarget, handshake, open_join_stream
+from rlmesh_gym.serve.endpoint import DEFAULT_MAX_MESSAGE_BYTES, channel_options, check_timeout
+from rlmesh_gym.serve.errors import RemoteConnectionError, RemoteEnvError
+from rlmesh_gym.serve.handshake import DEFAULT_EDITION_PIN
 
 __all__ = ["RemoteEnv", "fetch_contract"]
 
 _EXPECTED_KIND = {"reset": "reset", "step": "step", "render": "render", "close": "close"}
 
 
-class RemoteEnv(RuntimeEnv):
+class RemoteEnv(PeerSession, RuntimeEnv):
     """An rlmesh env endpoint as a RuntimeEnv; create it with :meth:`connect`.
 
     Attributes:
@@ -70,6 +53,9 @@ class RemoteEnv(RuntimeEnv):
         handshake: The server's full ``HandshakeResponse``.
         final_episodes: After :meth:`close`, the episodes the server ended (``CloseResponse``).
     """
+
+    _role = "env"
+    _messages = env_pb2
 
     def __init__(
         self,
@@ -128,43 +114,27 @@ class RemoteEnv(RuntimeEnv):
             HandshakeRejectedError: protocol generation, edition or edition pin mismatch.
             SessionBusyError: the server already has a client.
         """
-        host, port = parse_address(address)
-        target = format_address(host, port)
-        metadata = call_metadata(validate_token(token))
-        edition_sha256 = resolve_edition_pin(edition_pin)
-        connect_timeout = check_timeout("connect_timeout", connect_timeout, optional=False)
-        request_timeout = check_timeout("request_timeout", request_timeout, optional=True)
-        channel = grpc.aio.insecure_channel(target, options=channel_options(max_message_bytes))
-        call: grpc.aio.StreamStreamCall | None = None
-        try:
-            stub, handshake = await _handshake(channel, target, metadata, edition_sha256, connect_timeout)
-            call = stub.Join(metadata=metadata)
-            try:
-                await asyncio.wait_for(call.initial_metadata(), connect_timeout)
-            except asyncio.TimeoutError:
-                raise PeerUnavailableError(
-                    target, f"the env server did not open the Join stream within {connect_timeout:g}s"
-                ) from None
-            if call.done():
-                # The server refused the stream outright (another client holds the session, ...).
-                try:
-                    await call.read()
-                except grpc.aio.AioRpcError as error:
-                    raise connect_error(target, error, "env") from error
-                raise RemoteConnectionError(target, "the env server ended the Join stream at once")
-        except BaseException:
-            if call is not None:
-                call.cancel()
-            await channel.close()
-            raise
-        return cls(
-            address=target,
-            channel=channel,
-            call=call,
-            stub=stub,
-            handshake=handshake,
-            metadata=metadata,
+        stream = await open_join_stream(
+            address,
+            role="env",
+            stub_type=env_pb2_grpc.EnvServiceStub,
+            token=token,
+            edition_pin=edition_pin,
+            connect_timeout=connect_timeout,
             request_timeout=request_timeout,
+            max_message_bytes=max_message_bytes,
+        )
+        if stream.call.done():
+            await stream.abandon()
+            raise RemoteConnectionError(stream.address, "the env server ended the Join stream at once")
+        return cls(
+            address=stream.address,
+            channel=stream.channel,
+            call=stream.call,
+            stub=stream.stub,
+            handshake=stream.handshake,
+            metadata=stream.metadata,
+            request_timeout=stream.request_timeout,
             max_message_bytes=max_message_bytes,
         )
 
@@ -173,14 +143,8 @@ class RemoteEnv(RuntimeEnv):
         """The number of lanes the server steps together."""
         return self.contract.num_envs
 
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
-        return self._closed
-
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "broken" if self._broken else "open"
-        return f"RemoteEnv({self.address}, {self.contract.id}, num_envs={self.num_envs}, {state})"
+        return f"RemoteEnv({self.address}, {self.contract.id}, num_envs={self.num_envs}, {self._state()})"
 
     # -- RuntimeEnv ------------------------------------------------------------------------------
 
@@ -227,28 +191,8 @@ class RemoteEnv(RuntimeEnv):
             self._call.cancel()
             await self._channel.close()
 
-    async def shutdown(self, reason: str = "owner shutdown", timeout: float = 5.0) -> bool:
-        """Ask the server to stop (it must allow remote shutdown); return whether it accepted."""
-        try:
-            response = await self._stub.Shutdown(
-                env_pb2.ShutdownRequest(reason=reason), timeout=timeout, metadata=self._metadata
-            )
-        except grpc.aio.AioRpcError as error:
-            raise EnvRpcError(
-                "env.shutdown", self._steps, describe_rpc_error(error, self._max_message_bytes)
-            ) from error
-        return response.accepted
-
-    async def __aenter__(self) -> RemoteEnv:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
+    def _session_error(self, operation: str, message: str) -> EnvRpcError:
+        return EnvRpcError(operation, self._steps, message)
 
     # -- the Join stream ---------------------------------------------------------------------------
 
@@ -274,7 +218,7 @@ class RemoteEnv(RuntimeEnv):
                 operation,
                 step,
                 error.code,
-                _code_name(error.code),
+                error_code_name(env_pb2.EnvErrorCode, error.code),
                 error.message,
                 error.is_recoverable,
             )
@@ -286,16 +230,10 @@ class RemoteEnv(RuntimeEnv):
         if self._broken is not None:
             raise EnvRpcError(operation, step, f"session unusable after an earlier failure: {self._broken}")
         kind = request.WhichOneof("kind")
-        size = request.ByteSize()
-        if size > self._max_message_bytes:
+        oversize = self._oversize(kind, request)
+        if oversize is not None:
             # gRPC would fail the whole stream with an opaque error; refuse this one request instead.
-            raise EnvRpcError(
-                operation,
-                step,
-                f"{kind} request of {size} bytes exceeds max_message_bytes={self._max_message_bytes} of this "
-                "client; nothing was sent (raise the limit on both peers for larger batches)",
-                recoverable=True,
-            )
+            raise EnvRpcError(operation, step, oversize, recoverable=True)
         async with self._lock:
             self._counter += 1
             request_id = f"rlmesh-gym-req-{self._counter}"
@@ -335,33 +273,6 @@ class RemoteEnv(RuntimeEnv):
                 ) from error
 
 
-async def _handshake(
-    channel: grpc.aio.Channel,
-    target: str,
-    metadata: tuple[tuple[str, str], ...] | None,
-    edition_sha256: str,
-    timeout: float,
-) -> tuple[env_pb2_grpc.EnvServiceStub, env_pb2.HandshakeResponse]:
-    """Wait for the server, handshake, and check the answer; raise the matching connect error."""
-    try:
-        await asyncio.wait_for(channel.channel_ready(), timeout)
-    except asyncio.TimeoutError:
-        raise PeerUnavailableError(
-            target, f"no server answered within {timeout:g}s (is the env server running?)"
-        ) from None
-    stub = env_pb2_grpc.EnvServiceStub(channel)
-    try:
-        handshake = await stub.Handshake(
-            handshake_request("env", edition_sha256), timeout=timeout, metadata=metadata
-        )
-    except grpc.aio.AioRpcError as error:
-        raise connect_error(target, error, "env") from error
-    problem = check_handshake_response(handshake, edition_sha256)
-    if problem is not None:
-        raise HandshakeRejectedError(target, problem)
-    return stub, handshake
-
-
 async def fetch_contract(
     address: str,
     *,
@@ -374,21 +285,11 @@ async def fetch_contract(
     No ``Join`` stream is opened, so this works while another client holds the session.
     Raises the same connect errors as :meth:`RemoteEnv.connect`.
     """
-    host, port = parse_address(address)
-    target = format_address(host, port)
-    metadata = call_metadata(validate_token(token))
-    edition_sha256 = resolve_edition_pin(edition_pin)
+    peer = PeerTarget.check(address, token, edition_pin)
     timeout = check_timeout("timeout", timeout, optional=False)
-    async with grpc.aio.insecure_channel(target, options=channel_options()) as channel:
-        _, handshake = await _handshake(channel, target, metadata, edition_sha256, timeout)
+    async with grpc.aio.insecure_channel(peer.address, options=channel_options()) as channel:
+        _, response = await handshake(channel, peer, "env", env_pb2_grpc.EnvServiceStub, timeout)
     contract = env_pb2.EnvContract()
-    contract.CopyFrom(handshake.env_contract)
+    contract.CopyFrom(response.env_contract)
     contract.num_envs = max(1, contract.num_envs)
     return contract
-
-
-def _code_name(code: int) -> str:
-    try:
-        return env_pb2.EnvErrorCode.Name(code).removeprefix("ENV_ERROR_CODE_")
-    except ValueError:
-        return f"code {code}"

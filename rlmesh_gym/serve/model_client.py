@@ -28,33 +28,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from itertools import count
-from types import TracebackType
 
 import grpc
 
 from rlmesh_gym.proto import env_pb2, model_pb2, model_pb2_grpc
 from rlmesh_gym.runtime.errors import ModelRpcError
 from rlmesh_gym.runtime.seams import RuntimeModel, RuntimeModelPrediction
-from rlmesh_gym.serve._grpc_errors import connect_error, describe_finished_call, describe_rpc_error
-from rlmesh_gym.serve.auth import call_metadata, validate_token
-from rlmesh_gym.serve.endpoint import (
-    DEFAULT_MAX_MESSAGE_BYTES,
-    channel_options,
-    check_timeout,
-    format_address,
-    parse_address,
-)
-from rlmesh_gym.serve.errors import (
-    HandshakeRejectedError,
-    PeerUnavailableError,
-    RemoteModelError,
-)
-from rlmesh_gym.serve.handshake import (
-    DEFAULT_EDITION_PIN,
-    check_handshake_response,
-    handshake_request,
-    resolve_edition_pin,
-)
+from rlmesh_gym.serve._grpc_errors import describe_finished_call, describe_rpc_error, error_code_name
+from rlmesh_gym.serve._peer_session import PeerSession, open_join_stream
+from rlmesh_gym.serve.endpoint import DEFAULT_MAX_MESSAGE_BYTES
+from rlmesh_gym.serve.errors import RemoteModelError
+from rlmesh_gym.serve.handshake import DEFAULT_EDITION_PIN
 
 __all__ = ["RemoteModel"]
 
@@ -63,7 +47,7 @@ logger = logging.getLogger("rlmesh_gym.serve")
 RouteKey = tuple[str, str]
 
 
-class RemoteModel(RuntimeModel):
+class RemoteModel(PeerSession, RuntimeModel):
     """An rlmesh model endpoint as a RuntimeModel; create it with :meth:`connect`.
 
     Attributes:
@@ -71,6 +55,9 @@ class RemoteModel(RuntimeModel):
         component_id: The name used in :class:`ModelRpcError` messages.
         handshake: The server's ``HandshakeResponse``.
     """
+
+    _role = "model"
+    _messages = model_pb2
 
     def __init__(
         self,
@@ -135,69 +122,31 @@ class RemoteModel(RuntimeModel):
             PeerUnavailableError, AuthenticationError, HandshakeRejectedError: as
             :meth:`RemoteEnv.connect <rlmesh_gym.serve.env_client.RemoteEnv.connect>`.
         """
-        host, port = parse_address(address)
-        target = format_address(host, port)
-        metadata = call_metadata(validate_token(token))
-        edition_sha256 = resolve_edition_pin(edition_pin)
-        connect_timeout = check_timeout("connect_timeout", connect_timeout, optional=False)
-        request_timeout = check_timeout("request_timeout", request_timeout, optional=True)
-        channel = grpc.aio.insecure_channel(target, options=channel_options(max_message_bytes))
-        call: grpc.aio.StreamStreamCall | None = None
-        try:
-            try:
-                await asyncio.wait_for(channel.channel_ready(), connect_timeout)
-            except asyncio.TimeoutError:
-                raise PeerUnavailableError(
-                    target, f"no server answered within {connect_timeout:g}s (is the model server running?)"
-                ) from None
-            stub = model_pb2_grpc.ModelServiceStub(channel)
-            try:
-                handshake = await stub.Handshake(
-                    handshake_request("model", edition_sha256), timeout=connect_timeout, metadata=metadata
-                )
-            except grpc.aio.AioRpcError as error:
-                raise connect_error(target, error, "model") from error
-            problem = check_handshake_response(handshake, edition_sha256)
-            if problem is not None:
-                raise HandshakeRejectedError(target, problem)
-            call = stub.Join(metadata=metadata)
-            try:
-                await asyncio.wait_for(call.initial_metadata(), connect_timeout)
-            except asyncio.TimeoutError:
-                raise PeerUnavailableError(
-                    target, f"the model server did not open the Join stream within {connect_timeout:g}s"
-                ) from None
-            if call.done():
-                try:
-                    await call.read()
-                except grpc.aio.AioRpcError as error:
-                    raise connect_error(target, error, "model") from error
-        except BaseException:
-            if call is not None:
-                call.cancel()
-            await channel.close()
-            raise
-        return cls(
-            address=target,
-            channel=channel,
-            stub=stub,
-            call=call,
-            handshake=handshake,
-            metadata=metadata,
-            component_id=component_id,
+        stream = await open_join_stream(
+            address,
+            role="model",
+            stub_type=model_pb2_grpc.ModelServiceStub,
+            token=token,
+            edition_pin=edition_pin,
+            connect_timeout=connect_timeout,
             request_timeout=request_timeout,
+            max_message_bytes=max_message_bytes,
+        )
+        return cls(
+            address=stream.address,
+            channel=stream.channel,
+            stub=stream.stub,
+            call=stream.call,
+            handshake=stream.handshake,
+            metadata=stream.metadata,
+            component_id=component_id,
+            request_timeout=stream.request_timeout,
             max_message_bytes=max_message_bytes,
             contract=contract,
         )
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "broken" if self._broken else "open"
-        return f"RemoteModel({self.address}, routes={len(self._routes)}, {state})"
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
-        return self._closed
+        return f"RemoteModel({self.address}, routes={len(self._routes)}, {self._state()})"
 
     def bind(self, contract: env_pb2.EnvContract) -> None:
         """Use ``contract`` for routes that are configured on their first predict."""
@@ -297,28 +246,8 @@ class RemoteModel(RuntimeModel):
             await asyncio.gather(self._reader, return_exceptions=True)
             await self._channel.close()
 
-    async def shutdown(self, reason: str = "owner shutdown", timeout: float = 5.0) -> bool:
-        """Ask the server to stop (it must allow remote shutdown); return whether it accepted."""
-        try:
-            response = await self._stub.Shutdown(
-                model_pb2.ShutdownRequest(reason=reason), timeout=timeout, metadata=self._metadata
-            )
-        except grpc.aio.AioRpcError as error:
-            raise ModelRpcError(
-                self.component_id, describe_rpc_error(error, self._max_message_bytes)
-            ) from error
-        return response.accepted
-
-    async def __aenter__(self) -> RemoteModel:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
+    def _session_error(self, operation: str, message: str) -> ModelRpcError:
+        return ModelRpcError(self.component_id, message)
 
     # -- the Join stream ---------------------------------------------------------------------------
 
@@ -329,14 +258,9 @@ class RemoteModel(RuntimeModel):
             raise ModelRpcError(
                 self.component_id, f"session unusable after an earlier failure: {self._broken}"
             )
-        size = request.ByteSize()
-        if size > self._max_message_bytes:
-            raise ModelRpcError(
-                self.component_id,
-                f"{kind} request of {size} bytes exceeds max_message_bytes={self._max_message_bytes} of this "
-                "client; nothing was sent (raise the limit on both peers for larger batches)",
-                recoverable=True,
-            )
+        oversize = self._oversize(kind, request)
+        if oversize is not None:
+            raise ModelRpcError(self.component_id, oversize, recoverable=True)
         request_id = request.request_id
         if request_id in self._pending:
             raise ModelRpcError(
@@ -371,7 +295,11 @@ class RemoteModel(RuntimeModel):
         if answered == "error":
             error = response.error
             raise RemoteModelError(
-                self.component_id, error.code, _code_name(error.code), error.message, error.is_recoverable
+                self.component_id,
+                error.code,
+                error_code_name(model_pb2.ModelErrorCode, error.code),
+                error.message,
+                error.is_recoverable,
             )
         if answered != kind:
             raise ModelRpcError(
@@ -404,10 +332,3 @@ class RemoteModel(RuntimeModel):
         for reply in self._pending.values():
             if not reply.done():
                 reply.set_exception(ModelRpcError(self.component_id, reason))
-
-
-def _code_name(code: int) -> str:
-    try:
-        return model_pb2.ModelErrorCode.Name(code).removeprefix("MODEL_ERROR_CODE_")
-    except ValueError:
-        return f"code {code}"
