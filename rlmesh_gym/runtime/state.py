@@ -191,6 +191,7 @@ class RouteState:
         "_starts",
         "_resets",
         "_any_reset",
+        "_lockstep_tail",
     )
 
     def __init__(
@@ -224,6 +225,9 @@ class RouteState:
         self._starts = [0] * lanes
         self._resets = [True] * lanes
         self._any_reset = True
+        # Lanes 1..'s slot prefixes when every lane has the same step and lanes 1.. the same
+        # prefix length ([] when they do not, None when not yet known): see encode_context().
+        self._lockstep_tail: list[bytes] | None = None
 
     @classmethod
     def from_spec(cls, spec: RuntimeSessionSpec) -> RouteState:
@@ -278,6 +282,7 @@ class RouteState:
         previous = self._episode_ids[lane]
         if episode_id != previous:
             self._slot_prefixes[lane] = _slot_prefix(self._env_indices[lane], episode_id)
+            self._lockstep_tail = None
         # An empty id leaves the lane without an episode but does not reset its step.
         rolled = bool(episode_id) and episode_id != previous
         self._episode_ids[lane] = episode_id
@@ -286,6 +291,7 @@ class RouteState:
             self._starts[lane] = self.total_steps
             self._resets[lane] = True
             self._any_reset = True
+            self._lockstep_tail = None
 
     def record_step(self) -> None:
         """One driver step: every lane's ``step`` + 1 and ``reset`` = False."""
@@ -390,6 +396,21 @@ class RouteState:
         total = self.total_steps
         prefixes, starts = self._slot_prefixes, self._starts
         steps, headers = _STEP_FIELDS, _SLOT_HEADERS
+        if not self._any_reset and total - starts[0] < len(steps):
+            tail = self._lockstep_tail
+            if tail is None:
+                tail = self._lockstep_tail = self._find_lockstep_tail()
+            if tail:
+                # Every slot is header + prefix + step field, and the header and step field are
+                # the same for lanes 1.., so they are joined in one call (same bytes as the loop).
+                step_field = steps[total - starts[0]]
+                first = prefixes[0] + step_field
+                size = len(prefixes[1]) + len(step_field)
+                if len(first) < 128 and size < 128:
+                    header = headers[size]
+                    tail_slots = (step_field + header).join(tail)
+                    parts += (headers[len(first)], first, header, tail_slots, step_field)
+                    return b"".join(parts)
         append = parts.append
         try:
             for prefix, start in zip(prefixes, starts, strict=True):
@@ -405,6 +426,14 @@ class RouteState:
                 if reset:
                     parts[3 + lane] = _slot(prefixes[lane], total - starts[lane], True)
         return b"".join(parts)
+
+    def _find_lockstep_tail(self) -> list[bytes]:
+        """Lanes 1..'s slot prefixes if all lanes share one step and lanes 1.. one prefix length, else []."""
+        starts, tail = self._starts, self._slot_prefixes[1:]
+        if not tail or starts.count(starts[0]) != len(starts):
+            return []
+        size = len(tail[0])
+        return tail if all(len(prefix) == size for prefix in tail) else []
 
     def predict_request(
         self, observation: bytes | common_pb2.MessageBytes | None, phase: RequestPhase | str
