@@ -1,17 +1,19 @@
-"""The life of one gRPC server: bind, serve, stop on request, and stop cleanly.
+"""The life of one gRPC server: bind, serve, answer Handshake and Shutdown, and stop cleanly.
 
 Shared by :class:`~rlmesh_gym.serve.env_server.EnvServer` and
-:class:`~rlmesh_gym.serve.model_server.ModelServer`; each adds its servicer.
+:class:`~rlmesh_gym.serve.model_server.ModelServer`; each adds its servicer and its ``Join``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from types import TracebackType
+from types import ModuleType, TracebackType
+from typing import Any
 
 import grpc
 
+from rlmesh_gym import __version__
 from rlmesh_gym.serve.auth import TokenInterceptor, validate_token
 from rlmesh_gym.serve.endpoint import (
     DEFAULT_BIND_HOST,
@@ -21,7 +23,13 @@ from rlmesh_gym.serve.endpoint import (
     server_options,
     warn_if_exposed,
 )
-from rlmesh_gym.serve.handshake import resolve_edition_pin
+from rlmesh_gym.serve.handshake import (
+    EDITION_STATUS,
+    PROTOCOL_GENERATION,
+    SUPPORTED_WORKFLOW_EDITIONS,
+    evaluate_handshake,
+    resolve_edition_pin,
+)
 
 __all__ = ["ServerLifecycle"]
 
@@ -33,6 +41,8 @@ class ServerLifecycle:
 
     _role = "endpoint"
     _noun = "endpoint"
+    _messages: ModuleType  # the service's messages: env_pb2 or model_pb2
+    _capabilities: dict[str, str]
 
     def __init__(
         self,
@@ -156,7 +166,40 @@ class ServerLifecycle:
     ) -> None:
         await self.stop()
 
-    # -- Shutdown RPC ----------------------------------------------------------------------------
+    # -- Handshake and Shutdown RPCs --------------------------------------------------------------
+
+    async def _handshake_rpc(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return self._handshake(request)
+
+    def _handshake(self, request: Any) -> Any:
+        """Upstream's ``HandshakeResponse``: the verdict on ``request``, our editions and capabilities."""
+        verdict = evaluate_handshake(request, self._edition_sha256, __version__)
+        response = self._messages.HandshakeResponse(
+            compatible=verdict.compatible,
+            server_protocol_generation=PROTOCOL_GENERATION,
+            min_supported_protocol_generation=PROTOCOL_GENERATION,
+            error_message=verdict.error_message,
+            capabilities=self._capabilities,
+            supported_workflow_editions=list(SUPPORTED_WORKFLOW_EDITIONS),
+            server_version=__version__,
+        )
+        if verdict.compatible:
+            response.selected_workflow_edition = verdict.selected_edition
+            response.selected_edition_spec_sha256 = self._edition_sha256
+            response.selected_edition_status = EDITION_STATUS
+        else:
+            logger.warning(
+                "%s server refused a handshake from %s %s: %s",
+                self._role,
+                request.client_name,
+                request.client_version,
+                verdict.error_message,
+            )
+        return response
+
+    async def _shutdown_rpc(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        accepted, message = self._answer_shutdown(request.reason)
+        return self._messages.ShutdownResponse(accepted=accepted, message=message)
 
     def _answer_shutdown(self, reason: str) -> tuple[bool, str]:
         """Upstream's Shutdown answer; when accepted the server stops right after replying."""

@@ -43,7 +43,6 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from rlmesh_gym import __version__
 from rlmesh_gym.proto import env_pb2, env_pb2_grpc
 from rlmesh_gym.runtime.errors import EnvRpcError, OperationTimeoutError
 from rlmesh_gym.runtime.seams import RuntimeEnv
@@ -51,14 +50,7 @@ from rlmesh_gym.serve._lifecycle import ServerLifecycle
 from rlmesh_gym.serve._session import SessionGuard
 from rlmesh_gym.serve._telemetry import endpoint_telemetry
 from rlmesh_gym.serve.endpoint import DEFAULT_MAX_MESSAGE_BYTES
-from rlmesh_gym.serve.handshake import (
-    DEFAULT_EDITION_PIN,
-    EDITION_STATUS,
-    ENV_CAPABILITIES,
-    PROTOCOL_GENERATION,
-    SUPPORTED_WORKFLOW_EDITIONS,
-    evaluate_handshake,
-)
+from rlmesh_gym.serve.handshake import DEFAULT_EDITION_PIN, ENV_CAPABILITIES
 from rlmesh_gym.serve.png import encode_png, frame_to_hwc
 
 __all__ = ["SESSION_BUSY_MESSAGE", "EnvServer"]
@@ -109,6 +101,8 @@ class EnvServer(ServerLifecycle):
 
     _role = "env"
     _noun = "environment"
+    _messages = env_pb2
+    _capabilities = ENV_CAPABILITIES
 
     def __init__(
         self,
@@ -192,34 +186,10 @@ class EnvServer(ServerLifecycle):
 
     # -- RPCs ----------------------------------------------------------------------------------
 
-    async def _handshake_rpc(
-        self, request: env_pb2.HandshakeRequest, context: grpc.aio.ServicerContext
-    ) -> env_pb2.HandshakeResponse:
-        return self._handshake(request)
-
     def _handshake(self, request: env_pb2.HandshakeRequest) -> env_pb2.HandshakeResponse:
-        verdict = evaluate_handshake(request, self._edition_sha256, __version__)
-        response = env_pb2.HandshakeResponse(
-            compatible=verdict.compatible,
-            server_protocol_generation=PROTOCOL_GENERATION,
-            min_supported_protocol_generation=PROTOCOL_GENERATION,
-            error_message=verdict.error_message,
-            capabilities=ENV_CAPABILITIES,
-            supported_workflow_editions=list(SUPPORTED_WORKFLOW_EDITIONS),
-            server_version=__version__,
-        )
-        if verdict.compatible:
+        response = super()._handshake(request)
+        if response.compatible:
             response.env_contract.CopyFrom(self._contract)
-            response.selected_workflow_edition = verdict.selected_edition
-            response.selected_edition_spec_sha256 = self._edition_sha256
-            response.selected_edition_status = EDITION_STATUS
-        else:
-            logger.warning(
-                "env server refused a handshake from %s %s: %s",
-                request.client_name,
-                request.client_version,
-                verdict.error_message,
-            )
         return response
 
     async def _join(
@@ -376,12 +346,6 @@ class EnvServer(ServerLifecycle):
                 f"{self._max_message_bytes} bytes; serve with a larger max_message_bytes (--max-message-mb) "
                 "and give the client the same limit",
             )
-
-    async def _shutdown_rpc(
-        self, request: env_pb2.ShutdownRequest, context: grpc.aio.ServicerContext
-    ) -> env_pb2.ShutdownResponse:
-        accepted, message = self._answer_shutdown(request.reason)
-        return env_pb2.ShutdownResponse(accepted=accepted, message=message)
 
 
 def _failure(verb: str, error: Exception) -> _RequestFailed:

@@ -39,7 +39,6 @@ from itertools import count
 
 import grpc
 
-from rlmesh_gym import __version__
 from rlmesh_gym.proto import env_pb2, model_pb2, model_pb2_grpc
 from rlmesh_gym.runtime.errors import RuntimeDriverError
 from rlmesh_gym.runtime.seams import RuntimeModel
@@ -47,14 +46,7 @@ from rlmesh_gym.serve._lifecycle import ServerLifecycle
 from rlmesh_gym.serve._session import SessionGuard
 from rlmesh_gym.serve._telemetry import endpoint_telemetry
 from rlmesh_gym.serve.endpoint import DEFAULT_MAX_MESSAGE_BYTES
-from rlmesh_gym.serve.handshake import (
-    DEFAULT_EDITION_PIN,
-    EDITION_STATUS,
-    MODEL_CAPABILITIES,
-    PROTOCOL_GENERATION,
-    SUPPORTED_WORKFLOW_EDITIONS,
-    evaluate_handshake,
-)
+from rlmesh_gym.serve.handshake import DEFAULT_EDITION_PIN, MODEL_CAPABILITIES
 
 __all__ = ["ModelServer"]
 
@@ -96,6 +88,8 @@ class ModelServer(ServerLifecycle):
 
     _role = "model"
     _noun = "model"
+    _messages = model_pb2
+    _capabilities = MODEL_CAPABILITIES
 
     def __init__(
         self,
@@ -152,38 +146,6 @@ class ModelServer(ServerLifecycle):
             guard.interrupt(grpc.StatusCode.UNAVAILABLE, "model server is shutting down")
 
     # -- RPCs ----------------------------------------------------------------------------------
-
-    async def _handshake_rpc(
-        self, request: model_pb2.HandshakeRequest, context: grpc.aio.ServicerContext
-    ) -> model_pb2.HandshakeResponse:
-        verdict = evaluate_handshake(request, self._edition_sha256, __version__)
-        response = model_pb2.HandshakeResponse(
-            compatible=verdict.compatible,
-            server_protocol_generation=PROTOCOL_GENERATION,
-            min_supported_protocol_generation=PROTOCOL_GENERATION,
-            error_message=verdict.error_message,
-            capabilities=MODEL_CAPABILITIES,
-            supported_workflow_editions=list(SUPPORTED_WORKFLOW_EDITIONS),
-            server_version=__version__,
-        )
-        if verdict.compatible:
-            response.selected_workflow_edition = verdict.selected_edition
-            response.selected_edition_spec_sha256 = self._edition_sha256
-            response.selected_edition_status = EDITION_STATUS
-        else:
-            logger.warning(
-                "model server refused a handshake from %s %s: %s",
-                request.client_name,
-                request.client_version,
-                verdict.error_message,
-            )
-        return response
-
-    async def _shutdown_rpc(
-        self, request: model_pb2.ShutdownRequest, context: grpc.aio.ServicerContext
-    ) -> model_pb2.ShutdownResponse:
-        accepted, message = self._answer_shutdown(request.reason)
-        return model_pb2.ShutdownResponse(accepted=accepted, message=message)
 
     async def _join(
         self, requests: AsyncIterator[model_pb2.JoinRequest], context: grpc.aio.ServicerContext
