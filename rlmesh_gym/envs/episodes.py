@@ -41,6 +41,9 @@ _SAME_STEP = env_pb2.AUTORESET_MODE_SAME_STEP
 _MODES = (env_pb2.AUTORESET_MODE_NEXT_STEP, env_pb2.AUTORESET_MODE_SAME_STEP, env_pb2.AUTORESET_MODE_DISABLED)
 
 
+_ID_TAG = b"\x3a"  # StepResponse.episode_ids (7, length-delimited)
+_EMPTY_ID_FIELD = length_delimited(_ID_TAG, b"")
+
 _ID_POOL_BYTES = 16 * 256
 _id_pool = bytearray()
 _id_pool_lock = threading.Lock()
@@ -96,7 +99,9 @@ class LaneEpisodes:
         self.num_envs = num_envs
         self.autoreset_mode = autoreset_mode
         self._ids: list[str] = [""] * num_envs
-        self._ids_field: bytes | None = None  # encoded_ids() cache, dropped whenever an id changes
+        # encoded_ids(): each lane's encoded id, and their concatenation (dropped when an id changes).
+        self._id_fields: list[bytes] = [_EMPTY_ID_FIELD] * num_envs
+        self._ids_field: bytes | None = None
         self._seeds: list[int | None] = [None] * num_envs
         self._active = np.zeros(num_envs, dtype=np.bool_)
         self._all_active = False
@@ -123,8 +128,7 @@ class LaneEpisodes:
         Cached until an id changes, so a step whose ids did not roll encodes nothing.
         """
         if self._ids_field is None:
-            ids = self._ids
-            self._ids_field = b"".join(length_delimited(b"\x3a", episode_id.encode()) for episode_id in ids)
+            self._ids_field = b"".join(self._id_fields)
         return self._ids_field
 
     @property
@@ -250,11 +254,13 @@ class LaneEpisodes:
         self._any_pending = False
         self._stale.clear()
         self._ids = [""] * self.num_envs
+        self._id_fields = [_EMPTY_ID_FIELD] * self.num_envs
         self._ids_field = None
         return episodes
 
     def _begin(self, lane: int, seed: int | None, wall: int, mono: int) -> None:
-        self._ids[lane] = new_episode_id()
+        episode_id = self._ids[lane] = new_episode_id()
+        self._id_fields[lane] = length_delimited(_ID_TAG, episode_id.encode())
         self._ids_field = None
         self._seeds[lane] = seed
         self._active[lane] = True
@@ -302,5 +308,6 @@ class LaneEpisodes:
             for lane in self._stale:
                 if not self._active[lane]:
                     self._ids[lane] = ""
+                    self._id_fields[lane] = _EMPTY_ID_FIELD
                     self._ids_field = None
             self._stale.clear()
