@@ -158,3 +158,38 @@ def test_envs_package_does_not_import_torch():
     code = "import sys, rlmesh_gym.envs; print('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("mode", [NEXT, SAME, DISABLED])
+def test_quiet_steps_and_encoded_ids_match_the_full_book_keeping(mode):
+    # Two books fed the same steps: one is told when no lane finished (any_done=False), the
+    # other works it out; their episodes and their encoded ids must agree at every step.
+    told, plain = LaneEpisodes(3, mode), LaneEpisodes(3, mode)
+    for book in (told, plain):
+        book.start([0, 1, 2], [5, 6, 7])
+    rng = np.random.default_rng(0)
+    waiting = np.zeros(3, dtype=np.bool_)  # NEXT_STEP lanes whose next step is the reset step
+    for _ in range(200):
+        rewards = rng.normal(size=3)
+        terminated = rng.random(3) < 0.1
+        truncated = rng.random(3) < 0.05
+        rewards[waiting] = 0.0
+        terminated[waiting] = truncated[waiting] = False
+        if mode == DISABLED and not told.all_active:
+            idle = told.idle_lanes().tolist()
+            for book in (told, plain):
+                book.start(idle, [None] * len(idle))
+        completed = []
+        for book, any_done in ((told, bool((terminated | truncated).any())), (plain, None)):
+            response = env_pb2.StepResponse()
+            book.record_step(rewards, terminated, truncated, response.completed_episodes, any_done=any_done)
+            assert list(env_pb2.StepResponse.FromString(book.encoded_ids()).episode_ids) == book.ids
+            completed.append(
+                [(m.env_index, m.step_count, m.cumulative_reward) for m in response.completed_episodes]
+            )
+        assert completed[0] == completed[1]
+        assert [bool(episode_id) for episode_id in told.ids] == [bool(episode_id) for episode_id in plain.ids]
+        if mode == NEXT:
+            waiting = np.isin(np.arange(3), [lane for lane, _, _ in completed[0]])
+    told.drain()
+    assert list(env_pb2.StepResponse.FromString(told.encoded_ids()).episode_ids) == ["", "", ""]

@@ -110,6 +110,16 @@ def test_driver_runs_one_episode_and_closes_terminal_route() -> None:
     assert env.close_timeout == 5.0
 
 
+def test_timing_counts_every_completed_operation() -> None:
+    driver = RuntimeDriver(single_env_spec(max_episodes=1), CountingEnv(terminal_after=3), EchoModel())
+    assert driver.timing is None  # before the run
+    run(driver)
+    timing = driver.timing
+    assert (timing.reset.count, timing.model_wait.count, timing.env_step.count) == (1, 3, 3)
+    for timer in (timing.reset, timing.model_wait, timing.env_step):
+        assert 0 <= timer.min_ns <= timer.max_ns <= timer.total_ns
+
+
 def test_event_fields_of_a_one_episode_run() -> None:
     env, model, hooks = CountingEnv(), EchoModel(), RecordingHooks()
     spec = single_env_spec(env_id="CartPole-v1")

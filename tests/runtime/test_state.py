@@ -185,6 +185,32 @@ def test_predict_request_context_holds_every_slot_as_it_is_now() -> None:
     assert not request.HasField("observation")
 
 
+def test_lanes_in_lockstep_and_out_of_it_encode_the_same_contexts() -> None:
+    # 130 lanes: env_index 128+ widens the slot prefix, so lanes 1.. are not all one length.
+    for lanes in (2, 3, 130):
+        state = RouteState("s", "r", num_envs=lanes)
+        ids = [f"episode-{lane}" for lane in range(lanes)]
+        state.start_episodes(ids, False)
+        for step in range(300):
+            if step in (7, 150):  # lane 1 rolls: the lanes leave lockstep (and a longer id)
+                ids[1] = f"rolled-at-{step}-with-a-longer-id"
+                state.observe_episode_ids(ids)
+            if step == 200:  # every lane restarts: back in lockstep
+                ids = [f"restart-{lane}" for lane in range(lanes)]
+                state.start_episodes(ids, True)
+            context = model_pb2.PredictContext()
+            data = state.fill_context(context, "step_observation")
+            expected = expected_context(
+                "s",
+                "r",
+                f"s:r:step_observation:{step + 1:06d}",
+                [(slot.env_index, slot.episode_id, slot.step, slot.reset) for slot in state.slots()],
+            )
+            assert context == expected
+            assert data == expected.SerializeToString()
+            state.record_step()
+
+
 def test_predict_request_copies_message_bytes() -> None:
     state = RouteState("s", "r")
     payload = common_pb2.MessageBytes(data=b"xyz")
