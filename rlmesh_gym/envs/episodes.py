@@ -10,7 +10,8 @@ Lane lifecycle (one of three states):
 
 * **active**: an episode is running; a step counts (``step_count += 1``, ``return += reward``).
 * **pending** (NEXT_STEP only): the lane finished on the previous step; this step is the env's
-  reset step. A new episode starts here with no seed, and the step is not counted.
+  reset step. A new episode starts here with no seed, and the step (and its reward) is not
+  counted; a done flag on it is an error.
 * **idle**: no episode (before the first reset, or after a DISABLED lane finished). The lane's
   id is ``""`` from the step after it finished until it is reset.
 
@@ -116,6 +117,7 @@ class LaneEpisodes:
         # DISABLED lanes that finished last step: their id is shown once more, then cleared.
         self._stale: list[int] = []
         self._interrupted: list[env_pb2.EpisodeMetadata] = []
+        self._warned_reset_reward = False
 
     @property
     def ids(self) -> list[str]:
@@ -181,7 +183,9 @@ class LaneEpisodes:
         (not the interrupted ones), so the caller can fill its ``final_info``.
 
         Raises ``ValueError`` (and changes nothing) when a NEXT_STEP lane that is waiting for its
-        autoreset reports done or a non-zero reward.
+        autoreset reports done. A reward on that reset step is not counted (wire.md §7.2); a
+        non-zero one (e.g. from a vector reward wrapper that shifts every reward) gets one
+        ``RuntimeWarning`` per instance.
 
         ``any_done=False`` tells that no lane is terminated or truncated (the caller has already
         looked at the masks), which skips the mask arithmetic when nothing else is due either.
@@ -193,22 +197,23 @@ class LaneEpisodes:
             return []
         done = terminated | truncated
         if self._any_pending:
-            broken = self._pending & (done | (rewards != 0.0))
+            broken = self._pending & done
             if broken.any():
                 lanes = np.flatnonzero(broken).tolist()
                 raise ValueError(
                     f"NEXT_STEP lanes {lanes} were waiting for their autoreset, so this step must be the "
-                    "env's reset step (reward 0, not done), but the env reported "
-                    f"rewards {rewards[lanes].tolist()}, terminated {terminated[lanes].tolist()}, "
-                    f"truncated {truncated[lanes].tolist()}"
+                    "env's reset step (not done), but the env reported "
+                    f"terminated {terminated[lanes].tolist()}, truncated {truncated[lanes].tolist()}"
                 )
+            if not self._warned_reset_reward:
+                self._warn_reset_reward(rewards)
         self._clear_stale()
         if self._interrupted:
             completed.extend(self._interrupted)
             self._interrupted.clear()
 
         self._tick += 1
-        # Lanes without a running episode add garbage here; _begin zeroes their sum (pending lanes add 0).
+        # Lanes without a running episode (idle or pending) add garbage here; _begin zeroes their sum.
         self._returns += rewards
         finished = done.nonzero()[0] if self._all_active else (done & self._active).nonzero()[0]
 
@@ -291,6 +296,21 @@ class LaneEpisodes:
         if seed is not None:
             metadata.seed = seed
         return metadata
+
+    def _warn_reset_reward(self, rewards: np.ndarray) -> None:
+        nonzero = self._pending & (rewards != 0.0)
+        if not nonzero.any():
+            return
+        self._warned_reset_reward = True
+        lanes = np.flatnonzero(nonzero).tolist()
+        warnings.warn(
+            f"NEXT_STEP lanes {lanes} reported rewards {rewards[lanes].tolist()} on their autoreset step "
+            "(gymnasium's reset step, normally reward 0; a vector reward wrapper such as TransformReward "
+            "also shifts it); that step is not part of any episode, so these rewards are not counted. "
+            "Warned once per env.",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
     def _buffer_interrupted(self, metadata: env_pb2.EpisodeMetadata) -> None:
         if len(self._interrupted) >= INTERRUPTED_BUFFER_LIMIT:

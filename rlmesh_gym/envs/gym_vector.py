@@ -30,7 +30,7 @@ import numpy as np
 from gymnasium.spaces import Dict as DictSpace
 from gymnasium.spaces import Discrete, MultiDiscrete, Space
 from gymnasium.spaces import Tuple as TupleSpace
-from gymnasium.vector import AsyncVectorEnv, AutoresetMode, VectorEnv
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
 from rlmesh_gym._wire import varint
 from rlmesh_gym.envs._infos import lane_info
@@ -138,6 +138,11 @@ class GymVectorEnv(RuntimeEnv):
             )
         self._env = env
         self._num_envs = num_envs
+        # gymnasium's Sync/AsyncVectorEnv take one seed per lane and honour options["reset_mask"];
+        # custom vector envs (e.g. CartPoleVectorEnv from make_vec's default mode) take one int seed
+        # for their single RNG and may ignore reset_mask.
+        self._per_lane_resets = not self._vector or isinstance(env.unwrapped, (SyncVectorEnv, AsyncVectorEnv))
+        self._warned_single_seed = False
         self._mode = _resolve_autoreset_mode(env, self._vector, autoreset_mode)
         if (
             isinstance(env, AsyncVectorEnv)
@@ -563,6 +568,10 @@ class GymVectorEnv(RuntimeEnv):
             lane_seeds: list[int | None] = list(seeds) if seeds else [None] * n
             if not self._vector:
                 return lanes, lane_seeds, lane_seeds[0], options
+            if seeds and not self._per_lane_resets:
+                # One RNG for all lanes: which seed a lane got is unknown, so none is recorded.
+                self._warn_single_seed(seeds[0])
+                return lanes, [None] * n, seeds[0], options
             return lanes, lane_seeds, (list(seeds) if seeds else None), options
 
         if self._mode is not AutoresetMode.DISABLED:
@@ -572,6 +581,17 @@ class GymVectorEnv(RuntimeEnv):
                 f"partial reset (env_indices={indices}) needs DISABLED autoreset, but this env autoresets "
                 f"{self._mode.name} (gymnasium resets finished lanes itself); reset all lanes with empty "
                 "env_indices, or build the env with autoreset='disabled'",
+                recoverable=True,
+            )
+        if not self._per_lane_resets:
+            name = type(self._env.unwrapped).__name__
+            raise EnvRpcError(
+                operation,
+                step,
+                f"partial reset (env_indices={indices}) is not supported for {name}: "
+                "only gymnasium's SyncVectorEnv/AsyncVectorEnv are known to honour options['reset_mask'] "
+                "(a custom vector env may reset every lane instead); reset all lanes with empty env_indices, "
+                'or build the env with gymnasium.make_vec(..., vectorization_mode="sync")',
                 recoverable=True,
             )
         bad = [index for index in indices if not 0 <= index < n]
@@ -607,6 +627,20 @@ class GymVectorEnv(RuntimeEnv):
         partial_options = dict(options or {})
         partial_options["reset_mask"] = mask
         return indices, lane_seeds, full_seeds, partial_options
+
+    def _warn_single_seed(self, seed: int) -> None:
+        if self._warned_single_seed:
+            return
+        self._warned_single_seed = True
+        name = type(self._env.unwrapped).__name__
+        warnings.warn(
+            f"{name} is a custom gymnasium vector env whose reset takes one int seed for its single RNG, "
+            f"not one seed per lane: the adapter seeds it with the first lane's seed ({seed}), so a run is "
+            "reproducible as a whole, but no episode records a seed and none can be replayed alone. For "
+            'per-lane seeds build the env with gymnasium.make_vec(..., vectorization_mode="sync").',
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
     def _decode_actions(self, data: bytes, step: int) -> Any:
         n = self._num_envs

@@ -234,18 +234,30 @@ def test_unconvertible_infos_fail_the_step_with_the_key_path():
 
 def test_nonstandard_vector_env_breaking_the_next_step_lifecycle_is_an_env_failure():
     class EagerVector(gym.vector.SyncVectorEnv):
-        """Claims NEXT_STEP but pays a reward on the autoreset step."""
+        """Claims NEXT_STEP but reports every lane done on its 3rd step (lane 0's reset step)."""
+
+        steps = 0
 
         def step(self, actions):
             observation, rewards, terminated, truncated, infos = super().step(actions)
-            return observation, rewards + 1.0, terminated, truncated, infos
+            self.steps += 1
+            if self.steps == 3:
+                terminated = np.ones_like(terminated)
+            return observation, rewards, terminated, truncated, infos
 
     async def body():
         env = GymVectorEnv(EagerVector(counting_fns()))
         await env.reset(env_pb2.ResetRequest())
         await env.step(ZERO)
         await env.step(ZERO)  # lane 0 finishes
-        with pytest.raises(EnvRpcError, match=r"NEXT_STEP lanes \[0\] were waiting for their autoreset"):
+        with pytest.raises(
+            EnvRpcError,
+            match=r"NEXT_STEP lanes \[0\] were waiting for their autoreset, so this step must be the env's "
+            r"reset step \(not done\), but the env reported terminated \[True\]",
+        ) as failed:
+            await env.step(ZERO)
+        assert not failed.value.recoverable
+        with pytest.raises(EnvRpcError, match="unusable after an earlier failure"):
             await env.step(ZERO)
         await env.close(1.0)
 

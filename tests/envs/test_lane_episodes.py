@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
+import warnings
 
 import numpy as np
 import pytest
@@ -60,18 +61,34 @@ def test_next_step_counts_exclude_the_reset_step():
     assert not metadata.HasField("seed")
 
 
-def test_next_step_reset_step_must_be_quiet():
+def test_next_step_reset_step_must_not_be_done():
     book = LaneEpisodes(2, NEXT)
     book.start([0, 1], [None, None])
     step(book, [1.0, 1.0], [True, False])
-    with pytest.raises(ValueError, match=r"NEXT_STEP lanes \[0\] were waiting.*rewards \[0.5\]"):
-        step(book, [0.5, 1.0], [False, False])
-    with pytest.raises(ValueError, match=r"terminated \[True\]"):
+    with pytest.raises(ValueError, match=r"NEXT_STEP lanes \[0\] were waiting.*terminated \[True\]"):
         step(book, [0.0, 1.0], [True, False])
+    with pytest.raises(ValueError, match=r"truncated \[True\]"):
+        step(book, [0.0, 1.0], [False, False], [True, False])
     response, _ = step(book, [0.0, 1.0], [False, True])  # nothing changed by the refused steps
     assert [(m.env_index, m.step_count, m.cumulative_reward) for m in response.completed_episodes] == [
         (1, 2, 2.0)
     ]
+
+
+def test_next_step_reset_step_reward_is_not_counted_and_warned_once():
+    book = LaneEpisodes(2, NEXT)
+    book.start([0, 1], [None, None])
+    step(book, [1.0, 1.0], [True, False])
+    warned = r"NEXT_STEP lanes \[0\] reported rewards \[-0.01\] on their autoreset step"
+    with pytest.warns(RuntimeWarning, match=warned):
+        step(book, [-0.01, 1.0], [False, True])  # lane 0's reset step; lane 1 finishes
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once per instance, not per step
+        third, _ = step(book, [2.0, -0.01], [True, False])  # lane 1's reset step
+        fourth, _ = step(book, [-0.01, 5.0], [False, True])  # lane 0's reset step
+    # The second episodes: 1 step each, the reset steps' rewards left out.
+    completed = [*third.completed_episodes, *fourth.completed_episodes]
+    assert [(m.env_index, m.step_count, m.cumulative_reward) for m in completed] == [(0, 1, 2.0), (1, 1, 5.0)]
 
 
 def test_same_step_rolls_in_the_done_step():
