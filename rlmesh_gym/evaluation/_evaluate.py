@@ -24,16 +24,21 @@ from rlmesh_gym.runtime import (
     RuntimeLimits,
     RuntimeSessionSpec,
 )
-from rlmesh_gym.runtime.events import EpisodeCompletedEvent, SessionStartedEvent
+from rlmesh_gym.runtime.events import EpisodeCompletedEvent, SessionStartedEvent, StepCompletedEvent
 
 __all__ = ["EvaluationError", "PolicyMismatchError", "default_ids", "evaluate", "evaluate_async"]
 
 _STOP_REASON = "evaluation quotas met"
 _INTERRUPT_REASON = "evaluation interrupted"
+_COUNT_FAILED_REASON = "evaluation failed to count a completed episode"
+_MAX_STEPS_REASON = "evaluation reached max_steps"
 
 
 class EvaluationError(Exception):
     """An evaluation failed after it started; the runtime error that ended it is ``__cause__``.
+
+    Also raised when counting a completed episode failed (that failure is ``__cause__``) and
+    when ``max_steps`` was reached before every lane met its quota (``__cause__`` is ``None``).
 
     ``partial`` is the :class:`EvalResult` of the episodes counted before the failure (with
     ``complete=False``; its timings cover the steps that ran). An env the evaluation created is
@@ -64,6 +69,9 @@ class _EvaluationHooks(RuntimeHooks):
     """Counts episodes against the lane quotas, stops the session when they are met, and keeps
     the session's start and end times.
 
+    The driver only logs a failing best-effort hook, so a failure to count an episode is kept
+    in ``error`` and stops the session; the run then raises it as an :class:`EvaluationError`.
+
     It listens only to once-per-session and once-per-episode events, so the driver does no
     per-step work for it (and keeps its per-step telemetry off unless another hook wants it).
     With ``yield_to_loop`` it also hands control to the event loop once per completed episode:
@@ -78,6 +86,14 @@ class _EvaluationHooks(RuntimeHooks):
         self.driver: RuntimeDriver | None = None
         self.started_ns: int | None = None
         self.ended_ns: int | None = None
+        self.error: Exception | None = None
+
+    def _stop(self, reason: str) -> None:
+        # The loop's time ends here; the driver ends the session after this step.
+        if self.ended_ns is None:
+            self.ended_ns = perf_counter_ns()
+        if self.driver is not None:
+            self.driver.request_stop(reason)
 
     async def session_started(self, event: SessionStartedEvent) -> None:
         self.started_ns = perf_counter_ns()
@@ -86,17 +102,47 @@ class _EvaluationHooks(RuntimeHooks):
         if self.yield_to_loop:
             await asyncio.sleep(0)
         quotas = self.quotas
+        if quotas.met or self.error is not None:
+            return
+        if not event.episode_record_id:
+            # An episode this route never started (one a reused env still had running, ended
+            # by this session's cold reset): not part of this evaluation.
+            return
+        try:
+            record = EpisodeRecord.from_metadata(event.metadata)
+            if not quotas.offer(record):
+                return
+            if self.progress is not None:
+                self.progress.update(record.episode_return)
+        except Exception as exc:
+            self.error = exc
+            self._stop(_COUNT_FAILED_REASON)
+            return
         if quotas.met:
-            return
-        record = EpisodeRecord.from_metadata(event.metadata)
-        if not quotas.offer(record):
-            return
-        if self.progress is not None:
-            self.progress.update(record.episode_return)
-        if quotas.met and self.driver is not None:
-            # The driver ends the session after this step; the loop's time ends here.
-            self.ended_ns = perf_counter_ns()
-            self.driver.request_stop(_STOP_REASON)
+            self._stop(_STOP_REASON)
+
+
+class _CappedEvaluationHooks(_EvaluationHooks):
+    """:class:`_EvaluationHooks` that also stops the session after ``max_steps`` vector steps.
+
+    A separate class because listening to ``step_completed`` makes the driver build an event
+    every step; evaluations without a cap do not pay for it.
+    """
+
+    def __init__(
+        self, quotas: EpisodeQuotas, progress: EpisodeProgress | None, yield_to_loop: bool, max_steps: int
+    ) -> None:
+        super().__init__(quotas, progress, yield_to_loop)
+        self.max_steps = max_steps
+        self.steps = 0
+        self.capped = False
+
+    async def step_completed(self, event: StepCompletedEvent) -> None:
+        self.steps += 1
+        if self.steps >= self.max_steps and not self.capped:
+            self.capped = True
+            # This step's completions are still counted; the run checks the quotas afterwards.
+            self._stop(_MAX_STEPS_REASON)
 
 
 class _Evaluation:
@@ -116,6 +162,7 @@ class _Evaluation:
         limits: RuntimeLimits | None,
         session_id: str | None,
         route_id: str | None,
+        max_steps: int | None = None,
     ) -> None:
         self.resolved = resolved
         self.model = model
@@ -126,6 +173,7 @@ class _Evaluation:
         self.show_progress = progress
         self.record = record
         self.limits = limits if limits is not None else RuntimeLimits()
+        self.max_steps = max_steps
         default_session, default_route = default_ids(resolved.env_id, resolved.num_envs)
         self.session_id = session_id or default_session
         self.route_id = route_id or default_route
@@ -186,6 +234,7 @@ class _Evaluation:
         resolved = self.resolved
         progress: EpisodeProgress | None = None
         recorder: Any = None
+        ran = False
         try:
             if self.record is not None:
                 from rlmesh_gym.recording import EpisodeRecorder
@@ -199,7 +248,13 @@ class _Evaluation:
                 )
             if progress_wanted(self.show_progress):
                 progress = EpisodeProgress(self.episodes, f"{resolved.env_id} x{resolved.num_envs}")
-            hooks = self.hooks = _EvaluationHooks(EpisodeQuotas(self.quotas), progress, yield_to_loop)
+            if self.max_steps is None:
+                hooks = _EvaluationHooks(EpisodeQuotas(self.quotas), progress, yield_to_loop)
+            else:
+                hooks = _CappedEvaluationHooks(
+                    EpisodeQuotas(self.quotas), progress, yield_to_loop, self.max_steps
+                )
+            self.hooks = hooks
             all_hooks: list[RuntimeHooks] = [hooks]
             if recorder is not None:
                 all_hooks.append(recorder)
@@ -215,9 +270,13 @@ class _Evaluation:
                 close_env_on_end=resolved.owned,
                 limits=self.limits,
             )
+            # A reused env may still have episodes running from an earlier session; the cold
+            # reset would report them as interrupted completions of this one.
+            _drain_episodes(resolved.env)
             driver = self.driver = RuntimeDriver(spec, resolved.env, self.model, hooks=all_hooks)
             hooks.driver = driver
             await driver.run_with_cancellation_reason(self.token, _INTERRUPT_REASON)
+            ran = True
         except InvalidSpecError:
             # Rejected before anything ran: the driver closed nothing.
             await self._close_owned_env()
@@ -252,6 +311,34 @@ class _Evaluation:
                 progress.close()
             if recorder is not None:
                 recorder.close()
+            if not resolved.owned:
+                # Leave the caller's env with no episode of this session running.
+                try:
+                    _drain_episodes(resolved.env)
+                except Exception:
+                    if ran:  # otherwise the run's own error matters more
+                        raise
+        return self._finish(hooks)
+
+    def _finish(self, hooks: _EvaluationHooks) -> EvalResult:
+        """The result of a session that ended normally, or the error that stopped it early."""
+        name = self.resolved.env_id
+        if hooks.error is not None:
+            partial = self._result(complete=False)
+            raise EvaluationError(
+                f"evaluation of {name} stopped after {len(partial.episodes)} of {self.episodes} episodes: "
+                f"counting a completed episode failed: {hooks.error}",
+                partial,
+            ) from hooks.error
+        if not hooks.quotas.met:
+            partial = self._result(complete=False)
+            raise EvaluationError(
+                f"evaluation of {name} reached max_steps={self.max_steps} vector steps with "
+                f"{len(partial.episodes)} of {self.episodes} episodes counted (per lane "
+                f"{list(hooks.quotas.counts)} of {list(self.quotas)}); raise max_steps, or make sure "
+                f"every lane's episodes end (e.g. with a TimeLimit wrapper)",
+                partial,
+            )
         return self._result(complete=True)
 
     async def _close_owned_env(self) -> None:
@@ -260,6 +347,14 @@ class _Evaluation:
                 await self.resolved.env.close(self.limits.service_close_timeout)
             except Exception:  # the original error matters more than a failed close
                 pass
+
+
+def _drain_episodes(env: Any) -> None:
+    # GymVectorEnv.drain_episodes (and any env offering it) ends the running episodes as
+    # truncated and returns them; they belong to no evaluation, so they are dropped.
+    drain = getattr(env, "drain_episodes", None)
+    if callable(drain):
+        drain()
 
 
 def _describe_spaces(contract: Any) -> str:
@@ -292,11 +387,16 @@ def _prepare(
     deterministic: bool,
     allow_pickle: bool,
     env_kwargs: dict[str, Any] | None,
+    max_steps: int | None = None,
 ) -> _Evaluation:
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
         raise ValueError(f"seed must be None or an int in [0, 2**63), got {seed!r}")
+    if max_steps is not None and (
+        isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
+    ):
+        raise ValueError(f"max_steps must be None or an int >= 1 (vector steps), got {max_steps!r}")
     if isinstance(hooks, RuntimeHooks):
         hooks = (hooks,)
     for hook in hooks:
@@ -328,6 +428,7 @@ def _prepare(
             limits=limits,
             session_id=session_id,
             route_id=route_id,
+            max_steps=max_steps,
         )
     except BaseException:
         if resolved.owned:
@@ -355,6 +456,7 @@ def evaluate(
     deterministic: bool = True,
     allow_pickle: bool = False,
     env_kwargs: dict[str, Any] | None = None,
+    max_steps: int | None = None,
 ) -> EvalResult:
     """Evaluate ``policy`` on ``env`` for ``episodes`` episodes and return an :class:`EvalResult`.
 
@@ -375,11 +477,19 @@ def evaluate(
     count the episodes are identical run to run. ``hooks`` are extra ``RuntimeHooks``;
     ``record`` a path (or ``RecordingOptions``) to record the episodes to; ``limits`` the
     driver's ``RuntimeLimits``. ``progress`` shows a bar when the output is a terminal or a
-    notebook.
+    notebook. ``max_steps`` caps the session at that many vector steps: reaching it before
+    every quota is met raises :class:`EvaluationError` (``.partial`` holds the episodes
+    counted so far), so a lane whose episodes never end cannot run forever.
+
+    An env you pass in can be evaluated again: episodes it still has running (from an earlier
+    evaluation or your own use) are ended before the session starts and are not counted, and
+    the episodes this session leaves running are ended when it returns (envs with
+    ``drain_episodes()``, such as ``GymVectorEnv``). A second run with the same seed gives the
+    same episodes as a fresh env.
 
     Works in scripts and in Jupyter (with a loop already running it runs on its own loop in a
     worker thread). Raises ``ValueError``/``TypeError`` on bad arguments,
-    :class:`EvaluationError` (with ``.partial``) when the session fails, and
+    :class:`EvaluationError` (with ``.partial``) when the session fails or hits ``max_steps``, and
     ``KeyboardInterrupt`` after a clean shutdown on Ctrl+C.
 
     >>> from rlmesh_gym.evaluation import evaluate
@@ -405,6 +515,7 @@ def evaluate(
         deterministic=deterministic,
         allow_pickle=allow_pickle,
         env_kwargs=env_kwargs,
+        max_steps=max_steps,
     )
     return run_blocking(evaluation.run, evaluation.cancel)
 
@@ -428,6 +539,7 @@ async def evaluate_async(
     deterministic: bool = True,
     allow_pickle: bool = False,
     env_kwargs: dict[str, Any] | None = None,
+    max_steps: int | None = None,
 ) -> EvalResult:
     """:func:`evaluate` as a coroutine, run on the caller's event loop.
 
@@ -454,5 +566,6 @@ async def evaluate_async(
         deterministic=deterministic,
         allow_pickle=allow_pickle,
         env_kwargs=env_kwargs,
+        max_steps=max_steps,
     )
     return await evaluation.run(yield_to_loop=True)
