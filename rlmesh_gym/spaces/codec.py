@@ -15,7 +15,8 @@ Compile a ``SpaceCodec`` once per space and reuse it on the hot path::
     data = codec.encode_batch(observations, n)       # bytes for SpaceValue.bytes.data
     batch = codec.decode_batch(data, n)              # read-only numpy view for raw kinds
 
-Raw decodes are zero-copy views on ``data``, read-only for ``bytes`` (copy them to write). A raw
+Raw decodes are zero-copy views on ``data``, read-only for ``bytes`` (copy them to write), in
+native byte order (a copy on big-endian hosts); MultiBinary reads any non-zero byte as 1. A raw
 encode of an ndarray already in the wire dtype and shape is one copy (``ndarray.tobytes``); a
 cast adds one more. bfloat16 is the exception on both sides: its values are float32 arrays in
 Python and the top 16 bits of each float32 (truncated, as upstream) on the wire.
@@ -67,7 +68,7 @@ class SpaceCodec:
         kind: the spec arm: ``box``, ``discrete``, ``multi_binary``, ``multi_discrete``, ``text``,
             ``dict`` or ``tuple``.
         shape: the per-lane shape (``()`` for Discrete, Text, Dict, Tuple and scalar Box).
-        numpy_dtype: the dtype of decoded arrays for raw kinds (little-endian; float32 for
+        numpy_dtype: the dtype of decoded arrays for raw kinds (native byte order; float32 for
             bfloat16), ``None`` for Text, Dict and Tuple.
         lane_nbytes: bytes per lane on the wire for raw kinds (0 otherwise).
         keys: the Dict keys in wire (byte) order; empty for other kinds.
@@ -96,6 +97,8 @@ class SpaceCodec:
         "_wire",
         "_fast_dtype",
         "_bf16",
+        "_binary",
+        "_plain",
         "_arm",
         "_batches",
         "_shapes",
@@ -121,6 +124,8 @@ class SpaceCodec:
         self._wire: np.dtype | None = None
         self._fast_dtype: np.dtype | None = None
         self._bf16 = False
+        self._binary = False
+        self._plain = True
         self._batches: dict[int, tuple[tuple[int, ...], int]] = {}
         self._shapes: dict[int, tuple[int, ...]] = {}
         if self._raw:
@@ -174,8 +179,13 @@ class SpaceCodec:
         self.shape = shape
         self._wire = wire
         self._bf16 = spec.dtype == spaces_pb2.D_TYPE_BFLOAT16
-        self.numpy_dtype = _FLOAT32 if self._bf16 else wire
-        self._fast_dtype = None if self._bf16 else wire
+        self._binary = kind == "multi_binary"
+        self.numpy_dtype = (_FLOAT32 if self._bf16 else wire).newbyteorder("=")
+        # MultiBinary encodes go through _coerce, which refuses values other than 0/1.
+        self._fast_dtype = None if self._bf16 or self._binary else wire
+        # A decode that is just a view of the payload (no bfloat16 widening, no 0/1 check, and
+        # the wire's little-endian dtype is native, i.e. not a big-endian host).
+        self._plain = not (self._bf16 or self._binary or not wire.isnative)
         self.lane_nbytes = int(np.prod(shape, dtype=np.int64)) * wire.itemsize
 
     def __repr__(self) -> str:
@@ -209,9 +219,14 @@ class SpaceCodec:
     def decode_batch(self, data: bytes | bytearray | memoryview, n: int | None) -> Any:
         """The batch of ``n`` values in ``data`` (``n=None`` infers it from the payload).
 
-        Raw kinds give a zero-copy, read-only ndarray of shape ``(n, *shape)`` (a fresh float32
-        array for bfloat16); Text gives a tuple of ``n`` str; Dict a dict of batches; Tuple a tuple.
+        ``data`` is ``bytes`` or any C-contiguous buffer (``bytearray``, ``memoryview`` of any
+        format, a contiguous ndarray), read as its raw bytes. Raw kinds give a zero-copy ndarray of
+        shape ``(n, *shape)`` in native byte order, read-only for ``bytes`` (a fresh array for
+        bfloat16, for a MultiBinary payload with bytes other than 0/1, which decode as 1, and on
+        big-endian hosts); Text gives a tuple of ``n`` str; Dict a dict of batches; Tuple a tuple.
         """
+        if type(data) is not bytes:
+            data = _byte_view(data, self.name)
         if self._raw:
             try:
                 shape, nbytes = self._batches[n]
@@ -219,10 +234,10 @@ class SpaceCodec:
                 shape, nbytes = self._batch(self._infer_raw_count(data) if n is None else n)
             if len(data) != nbytes:
                 raise CodecError(self._length_message(data, shape[0]))
-            if self._bf16:
-                return _bf16_to_float32(_ndarray(shape, self._wire, data))
             # ndarray(shape, dtype, buffer) is a view on data: zero-copy, read-only for bytes.
-            return _ndarray(shape, self.numpy_dtype, data)
+            if self._plain:
+                return _ndarray(shape, self._wire, data)
+            return self._finish(_ndarray(shape, self._wire, data))
         items = _parse_value_list(data, self.name)
         if n is None:
             n = len(items)
@@ -232,6 +247,14 @@ class SpaceCodec:
                 "(a single Text/Dict/Tuple value is still wrapped in a ValueList)"
             )
         return self._decode_nodes(items, n)
+
+    def _finish(self, wire_view: np.ndarray) -> np.ndarray:
+        """A decoded raw batch from its view in wire form: bfloat16 widened, MultiBinary 0/1, native order."""
+        if self._bf16:
+            return _native_order(_bf16_to_float32(wire_view))
+        if self._binary:
+            return _zero_one(wire_view)
+        return _native_order(wire_view)
 
     # ------------------------------------------------------------------ single values
 
@@ -334,7 +357,15 @@ class SpaceCodec:
                 return array.view(np.uint16).astype(self._wire, copy=False)
             bits = np.ascontiguousarray(_convert(array, _FLOAT32, self.name)).view("<u4")
             return (bits >> 16).astype(self._wire)
-        return _convert(array, self._wire, self.name)
+        array = _convert(array, self._wire, self.name)
+        if self._binary and array.size:
+            # Refuse rather than reduce to 1 (upstream's encoder does): a 2 is not a MultiBinary value.
+            above = array > 1
+            if above.any():
+                raise CodecError(
+                    f"{self.name}: expected MultiBinary values 0 or 1, got {array[above].flat[0].item()!r}"
+                )
+        return array
 
     # ------------------------------------------------------------------ composite nodes
 
@@ -555,6 +586,35 @@ def _convert(array: np.ndarray, dtype: np.dtype, name: str) -> np.ndarray:
 
 def _bf16_to_float32(bits: np.ndarray) -> np.ndarray:
     return (bits.astype("<u4") << 16).view(_FLOAT32)
+
+
+def _native_order(array: np.ndarray) -> np.ndarray:
+    """``array`` in native byte order: itself when it already is (always on little-endian hosts).
+
+    On a big-endian host the wire's little-endian arrays are converted (a copy), because
+    ``torch.from_numpy`` and most consumers refuse non-native dtypes.
+    """
+    if array.dtype.isnative:
+        return array
+    return array.astype(array.dtype.newbyteorder("="))
+
+
+def _zero_one(array: np.ndarray) -> np.ndarray:
+    """A uint8 MultiBinary batch with every non-zero byte read as 1 (wire.md §2.2)."""
+    if array.size and array.max() > 1:
+        return (array != 0).view(np.uint8)
+    return array
+
+
+def _byte_view(data: Any, name: str) -> memoryview:
+    """The raw bytes of a C-contiguous buffer (zero-copy), or a CodecError for anything else."""
+    try:
+        return memoryview(data).cast("B")
+    except (TypeError, ValueError) as exc:
+        raise CodecError(
+            f"{name}: expected the payload as bytes or a C-contiguous bytes-like buffer (bytearray, "
+            f"memoryview, contiguous ndarray), got {type(data).__name__} ({exc})"
+        ) from exc
 
 
 def _parse_value_list(data: bytes | bytearray | memoryview, name: str) -> Any:

@@ -90,6 +90,34 @@ def test_wrong_box_action_shape_is_refused():
     run(body())
 
 
+def test_multi_binary_action_bytes_other_than_zero_read_as_one():
+    class BinaryActionEnv(gym.Env):
+        """Rewards the sum of its action bits and checks them against its space."""
+
+        observation_space = gym.spaces.Discrete(2)
+        action_space = gym.spaces.MultiBinary(3)
+
+        def reset(self, *, seed=None, options=None):
+            return 0, {}
+
+        def step(self, action):
+            assert self.action_space.contains(np.asarray(action, np.int8)), action
+            return 1, float(np.sum(action)), False, False, {}
+
+    async def body():
+        env = GymVectorEnv(gym.vector.SyncVectorEnv([BinaryActionEnv, BinaryActionEnv]))
+        await env.reset(env_pb2.ResetRequest())
+        step = await env.step(raw_request(bytes([2, 0, 255, 1, 1, 0])))  # as wire.md §2.2 decodes them
+        assert list(step.response.rewards) == [2.0, 2.0]
+        single = GymVectorEnv(BinaryActionEnv())
+        await single.reset(env_pb2.ResetRequest())
+        assert list((await single.step(raw_request(bytes([7, 7, 0])))).response.rewards) == [2.0]
+        await env.close(1.0)
+        await single.close(1.0)
+
+    run(body())
+
+
 def test_subset_stepping_is_refused():
     async def body():
         env = await started()

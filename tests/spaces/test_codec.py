@@ -166,6 +166,76 @@ def test_raw_decode_is_a_zero_copy_read_only_view():
     assert single.shape == (4,) and not single.flags.writeable
 
 
+def test_raw_decode_reads_any_c_contiguous_buffer_as_its_bytes():
+    codec = SpaceCodec(space_spec(Box(-9, 9, (2,), F32)), name="obs")
+    values = np.array([[1.5, -2.0], [3.0, 4.0]], F32)
+    data = values.tobytes()
+    # A memoryview of 4-byte items: 4 items, but 16 bytes, i.e. two lanes.
+    as_ints = memoryview(np.frombuffer(data, "<i4").copy())
+    assert len(as_ints) == 4 and as_ints.nbytes == 16
+    np.testing.assert_array_equal(codec.decode_batch(as_ints, 2), values)
+    np.testing.assert_array_equal(codec.decode_batch(as_ints, None), values)  # n inferred from bytes
+    buffer = bytearray(data)
+    batch = codec.decode_batch(buffer, 2)
+    assert np.shares_memory(batch, np.frombuffer(buffer, np.uint8)) and batch.flags.writeable  # zero-copy
+    np.testing.assert_array_equal(codec.decode_batch(np.frombuffer(data, np.uint8).reshape(4, 4), 2), values)
+    composite = SpaceCodec(space_spec(Tuple((Discrete(3),))), name="obs")
+    assert composite.decode_batch(memoryview(bytearray(composite.encode((2,)))), 1)[0].tolist() == [2]
+
+
+@pytest.mark.parametrize(
+    ("data", "got"),
+    [
+        ("00000000", r"got str \(memoryview: a bytes-like object is required"),
+        (memoryview(bytes(16))[::2], r"got memoryview \(memoryview: casts are restricted to C-contiguous"),
+        (np.zeros((4, 2), F32, order="F"), r"got ndarray \(memoryview: casts are restricted to C-contiguous"),
+        (12345678, r"got int"),
+    ],
+    ids=["str", "strided-memoryview", "fortran-array", "int"],
+)
+def test_non_buffer_payloads_raise_codec_error(data, got):
+    for space in (Box(-9, 9, (2,), F32), Dict({"a": Discrete(2)})):
+        with pytest.raises(
+            CodecError,
+            match=r"^obs: expected the payload as bytes or a C-contiguous bytes-like buffer .*" + got,
+        ):
+            SpaceCodec(space_spec(space), name="obs").decode_batch(data, 1)
+
+
+def test_multi_binary_decode_reads_any_non_zero_byte_as_one():
+    codec = SpaceCodec(space_spec(MultiBinary(3)), name="act")
+    data = bytes([1, 0, 2, 0, 255, 1])
+    batch = codec.decode_batch(data, 2)
+    assert batch.dtype == np.uint8 and batch.tolist() == [[1, 0, 1], [0, 1, 1]]
+    clean = bytes([1, 0, 1, 0, 0, 1])
+    view = codec.decode_batch(clean, 2)
+    assert view.base is clean and view.tolist() == [[1, 0, 1], [0, 0, 1]]  # 0/1 payloads stay zero-copy
+    nested = SpaceCodec(space_spec(Tuple((MultiBinary(2),))), name="act")
+    payload = spaces_pb2.ValueList()
+    payload.items.add().tuple.items.add().multi = bytes([3, 0])
+    assert nested.decode_batch(payload.SerializeToString(), 1)[0].tolist() == [[1, 0]]
+
+
+def test_decoded_arrays_are_in_native_byte_order():
+    for space in (Box(-9, 9, (2,), F32), Box(-9, 9, (2,), np.float64), Discrete(3), MultiDiscrete([2, 3])):
+        codec = SpaceCodec(space_spec(space))
+        assert codec.numpy_dtype.isnative
+        assert codec.decode_batch(codec.encode(space.sample()), 1).dtype.isnative
+
+
+def test_native_order_converts_big_endian_arrays_and_keeps_native_ones():
+    from rlmesh_gym.spaces.codec import _native_order
+
+    big = np.array([1.5, -2.0], ">f4")  # what a '<f4' wire view is on a big-endian host
+    converted = _native_order(big)
+    assert converted.dtype.isnative and converted.dtype == np.float32
+    assert converted.tolist() == [1.5, -2.0]
+    native = np.array([1.5], np.float32)
+    assert _native_order(native) is native  # no copy (every wire array, on a little-endian host)
+    torch = pytest.importorskip("torch")
+    assert torch.from_numpy(_native_order(big)).tolist() == [1.5, -2.0]
+
+
 def test_raw_encode_accepts_non_contiguous_input_and_writes_c_order():
     codec = SpaceCodec(space_spec(Box(-9, 9, (2, 3), F32)))
     values = np.arange(24, dtype=F32).reshape(3, 2, 4)[..., :3].transpose(0, 1, 2)[:, ::-1]
@@ -419,6 +489,8 @@ def test_codec_error_is_a_value_error():
             r"obs: expected bool values \(0 or 1\), got int64 value 2",
         ),
         (MultiBinary(2), np.array([[-1, 0]], np.int8), 1, r"obs: expected uint8 values, got int8 value -1"),
+        (MultiBinary(2), np.array([[1, 2]], np.uint8), 1, r"obs: expected MultiBinary values 0 or 1, got 2"),
+        (MultiBinary(2), np.array([[0, 7]]), 1, r"obs: expected MultiBinary values 0 or 1, got 7"),
         (Discrete(3), np.array([0.5]), 1, r"obs: expected int64 values, got float64 value 0.5"),
         (Discrete(3), np.array([1, 2]), 1, r"obs: expected a batch of shape \(1,\)"),
         (
