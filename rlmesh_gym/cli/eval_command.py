@@ -70,6 +70,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--record", default=None, metavar="FILE", help="record the episodes to FILE (msgpack)"
     )
+    parser.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        metavar="STEPS",
+        help="fail after this many vector steps if the episodes are not done yet (default: no cap)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="never show the progress bar")
     parser.add_argument("--device", default="cpu", help="torch device of the policy (default: cpu)")
     parser.add_argument(
@@ -100,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
         return report_error(f"--episodes must be at least 1, got {args.episodes}", 2)
     if args.num_envs < 1:
         return report_error(f"--num-envs must be at least 1, got {args.num_envs}", 2)
+    if args.max_steps is not None and args.max_steps < 1:
+        return report_error(f"--max-steps must be at least 1, got {args.max_steps}", 2)
     if args.env_address is not None or args.policy_address is not None:
         from rlmesh_gym.cli.serve_command import run_remote_eval
 
@@ -138,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
             record=args.record,
             device=args.device,
             allow_pickle=args.allow_pickle,
+            max_steps=args.max_steps,
         )
     except KeyboardInterrupt:
         return report_error("interrupted", 130)

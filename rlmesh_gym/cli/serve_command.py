@@ -387,6 +387,7 @@ async def _remote_eval(args: argparse.Namespace) -> Any:
             record=args.record,
             device=args.device,
             allow_pickle=args.allow_pickle,
+            max_steps=args.max_steps,
         )
     finally:
         try:

@@ -121,6 +121,7 @@ def test_eval_module_attr_policy(capsys, tmp_path, monkeypatch):
         (("eval", "CartPole-v9"), "unknown env id 'CartPole-v9'"),
         (("eval", "--episodes", "0"), "--episodes must be at least 1, got 0"),
         (("eval", "--num-envs", "0"), "--num-envs must be at least 1, got 0"),
+        (("eval", "--max-steps", "0"), "--max-steps must be at least 1, got 0"),
         (("inspect", "NoSuchEnv-v9"), "unknown env id 'NoSuchEnv-v9'"),
     ],
 )
@@ -129,6 +130,13 @@ def test_bad_input_exits_2_with_a_clear_message(capsys, argv, message):
     assert code == 2 and out == ""
     assert err.startswith("rlmesh-gym: error: ") and message in err
     assert "Traceback" not in err
+
+
+def test_eval_max_steps_caps_a_run_that_cannot_finish_its_episodes(capsys):
+    # 100 CartPole episodes of 500 steps cannot fit in 10 vector steps: a runtime failure (exit 1).
+    code, out, err = run_cli(capsys, "eval", "--max-steps", "10", "--no-progress")
+    assert code == 1 and out == ""
+    assert "reached max_steps=10 vector steps with 0 of 100 episodes counted" in err
 
 
 def test_policy_space_mismatch_exits_nonzero_with_a_clear_message(capsys):
