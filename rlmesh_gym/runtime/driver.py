@@ -11,24 +11,31 @@ Control flow, event order, ids, seeds, counters and error texts follow the seed
 
 * **Validation** accepts SAME_STEP and vectorised DISABLED/UNSPECIFIED (see
   :mod:`rlmesh_gym.runtime.spec`). SAME_STEP runs on the observational path like NEXT_STEP;
-  DISABLED resets exactly the lanes that completed (``env_indices`` + aligned seeds), or the
-  whole vector when every lane did.
+  DISABLED resets exactly the lanes that completed their current episode (``env_indices`` +
+  aligned seeds), or the whole vector when every lane did; a completed episode that is not
+  its lane's current one (interrupted earlier) resets nothing, and an ``env_index`` out of
+  range is a :class:`~rlmesh_gym.runtime.errors.ProtocolError`.
 * **Operations** (``env.reset``, ``env.step``, ``model.predict``) start eagerly in the
   driver's task and are raced against their limit and the cancellation token only if they
   suspend (:mod:`rlmesh_gym.runtime._guard`). Cancellation wins a tie with completion; a
   completed operation wins a tie with its deadline. A timed-out or cancelled operation is
-  cancelled and abandoned, never waited for.
+  cancelled and abandoned, never waited for. A cancellation of the driver's task is raised
+  inside a suspended operation as with a plain ``await`` (its own ``asyncio.timeout`` works).
 * **Exceptions** an env or model raises that are not
   :class:`~rlmesh_gym.runtime.errors.RuntimeDriverError` are wrapped as
   :class:`~rlmesh_gym.runtime.errors.EnvRpcError` (operation ``reset``/``step``, the step of
   the guard) or :class:`~rlmesh_gym.runtime.errors.ModelRpcError` (the model component id),
-  with the original as ``__cause__``. A result of the wrong type is a
+  with the original as ``__cause__`` (a ``CancelledError`` the env or model raises by itself
+  too, on every Python version). A result of the wrong type is a
   :class:`~rlmesh_gym.runtime.errors.ProtocolError`.
 * :meth:`RuntimeDriver.request_stop` ends the run the **normal** way (final window,
   summary, close, ``session_ended`` with the given reason, a report) after the current step's
   completions; the seed can only end normally through ``max_episodes``.
 * If the task running the driver is itself cancelled, the failure shutdown (close both
-  endpoints, ``session_failed``) still runs before the ``CancelledError`` propagates.
+  endpoints, ``session_failed``) still runs before the ``CancelledError`` propagates;
+  ``session_failed`` fires even if a second cancellation cuts the closes short.
+* The echoed predict context is compared with the context as sent (its bytes, taken before
+  ``predict``), so a model that mutates ``request.context`` and echoes it is caught.
 * Hooks a hooks object does not override are never called, and events nobody listens to are
   never built; telemetry series are only kept if some hook listens to telemetry.
 """
@@ -102,12 +109,6 @@ def _reason_of(error: BaseException) -> str:
     if isinstance(error, asyncio.CancelledError):
         return str(error) or "runtime driver task was cancelled"
     return str(error) or type(error).__name__
-
-
-def _task_is_cancelling() -> bool:
-    task = asyncio.current_task()
-    cancelling = getattr(task, "cancelling", None)
-    return cancelling is None or cancelling() > 0
 
 
 def _expect(result: object, wrapper: type, response_type: type, operation: str) -> None:
@@ -345,10 +346,12 @@ class RuntimeDriver:
                 _expect(prediction, RuntimeModelPrediction, model_pb2.PredictResponse, "model.predict")
             response = prediction.response
             # Serializing the echo and comparing bytes is cheaper than comparing messages; the
-            # message comparison decides only if the bytes differ.
+            # message comparison decides only if the bytes differ. It compares against the
+            # context as sent (its bytes), never `request.context`: the model may have
+            # mutated that in place.
             echoed = response.context
-            if echoed.SerializeToString() != context_bytes and echoed != request.context:
-                raise ModelRouteMismatchError(self._model_component_id, request.context.request_id)
+            if echoed.SerializeToString() != context_bytes:
+                self._check_echo(echoed, context_bytes)
             model_ns = perf_counter_ns() - started_ns
             timing.model_wait.record(model_ns)
             if telemetry_on:
@@ -424,8 +427,8 @@ class RuntimeDriver:
             if self._stop_reason is not None:
                 return await self._end(state, self._stop_reason)
 
-            # Next observation.
-            if observational or not completed:
+            # Next observation: the step's, unless DISABLED lanes finished their current episode.
+            if observational or not completed or not (done_lanes := self._done_lanes(state, completed)):
                 if self._on_observation:
                     request, context_bytes = await self._emit_observation(
                         state, step_response.observation, _STEP_OBSERVATION, False
@@ -435,7 +438,6 @@ class RuntimeDriver:
                         state, step_response.observation, _STEP_OBSERVATION
                     )
                 continue
-            done_lanes = sorted({metadata.env_index for metadata in completed})
             generation += 1
             whole_vector = len(done_lanes) == num_envs
             if whole_vector:
@@ -505,11 +507,9 @@ class RuntimeDriver:
             return _Suspended(running, yielded)
         except RuntimeDriverError:
             raise
-        except Exception as error:
-            raise self._wrap(operation, step, error) from error
-        except asyncio.CancelledError as error:
-            if _task_is_cancelling():
-                raise
+        except (Exception, asyncio.CancelledError) as error:
+            # Nothing was awaited yet, so a CancelledError here is the operation's own, never
+            # the task's cancellation.
             raise self._wrap(operation, step, error) from error
 
     async def _finish(
@@ -531,12 +531,34 @@ class RuntimeDriver:
             raise OperationTimeoutError(self._route_id, component, operation, step, timeout)
         except RuntimeDriverError:
             raise
+        except _guard.OperationCancelled as own:
+            raise self._wrap(operation, step, own.error) from own.error
         except Exception as error:
             raise self._wrap(operation, step, error) from error
-        except asyncio.CancelledError as error:
-            if _task_is_cancelling():
-                raise
-            raise self._wrap(operation, step, error) from error
+        # A CancelledError out of drive() is the task's own cancellation: it propagates.
+
+    def _done_lanes(self, state: RouteState, completed: Sequence[env_pb2.EpisodeMetadata]) -> list[int]:
+        """The lanes to reset under DISABLED: sorted, deduplicated ``env_index`` of the completed
+        episodes that are their lane's current episode (not one interrupted earlier)."""
+        num_envs = self.spec.num_envs
+        current = state.episode_ids()
+        lanes = set()
+        for metadata in completed:
+            lane = metadata.env_index
+            if not 0 <= lane < num_envs:
+                raise ProtocolError(
+                    f"env.step reported completed episode {metadata.episode_id!r} on env_index {lane}; "
+                    f"expected an env_index in 0..{num_envs - 1} (num_envs={num_envs})"
+                )
+            if metadata.episode_id == current[lane]:
+                lanes.add(lane)
+        return sorted(lanes)
+
+    def _check_echo(self, echoed: model_pb2.PredictContext, context_bytes: bytes) -> None:
+        """Raise ``ModelRouteMismatchError`` unless ``echoed`` is the context sent (``context_bytes``)."""
+        expected = model_pb2.PredictContext.FromString(context_bytes)
+        if echoed != expected:
+            raise ModelRouteMismatchError(self._model_component_id, expected.request_id)
 
     def _wrap(self, operation: str, step: int, error: BaseException) -> RuntimeDriverError:
         if operation == "model.predict":
@@ -670,16 +692,22 @@ class RuntimeDriver:
         )
 
     async def _shutdown_after_failure(self, state: RouteState, error: BaseException) -> None:
-        """The failure path (runtime.md §7.3): close, then ``session_failed`` once."""
+        """The failure path (runtime.md §7.3): close, then ``session_failed`` exactly once.
+
+        If the task is cancelled (again) during the closes, ``session_failed`` still fires,
+        then that cancellation propagates.
+        """
         if self._failed_reported:
             return
         self._failed_reported = True
         reason = _reason_of(error)
-        if not self._closed:
-            await self._shutdown_terminal_route(state, reason, state.close_route_request(reason))
-        await self._hooks.fire(
-            "session_failed", SessionFailedEvent(self.spec.session_id, self.spec.route_context(), reason)
-        )
+        try:
+            if not self._closed:
+                await self._shutdown_terminal_route(state, reason, state.close_route_request(reason))
+        finally:
+            await self._hooks.fire(
+                "session_failed", SessionFailedEvent(self.spec.session_id, self.spec.route_context(), reason)
+            )
 
     async def _shutdown_terminal_route(
         self, state: RouteState, reason: str, request: model_pb2.CloseRouteRequest

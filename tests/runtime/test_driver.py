@@ -463,6 +463,49 @@ def test_duplicate_completions_count_but_reset_a_lane_once() -> None:
     assert [(e.episode_record_id, e.episode_index) for e in unknown] == [("", 0), ("", 0)]
 
 
+def test_disabled_does_not_reset_a_lane_for_an_episode_interrupted_earlier() -> None:
+    class LeftoverEnv(ScriptedVectorEnv):
+        """Reports, on its first step, an episode of lane 1 interrupted in an earlier session."""
+
+        async def step(self, request):
+            stepped = await super().step(request)
+            if self.steps == 1:
+                stale = env_pb2.EpisodeMetadata(episode_id="earlier-session", env_index=1, truncated=True)
+                stepped.response.completed_episodes.insert(0, stale)
+            return stepped
+
+    env, model, hooks = LeftoverEnv([3, 5], DISABLED), EchoModel(), RecordingHooks()
+    report = run(RuntimeDriver(vector_spec(2, DISABLED, max_episodes=3), env, model, hooks))
+    # upstream would also reset lane 1 after step 1, dropping its fresh episode
+    assert env.reset_requests == [([], []), ([], [0])]
+    assert (report.total_steps, report.total_episodes) == (5, 3)  # the stale entry still counts
+    assert [e.episode_id for e in hooks.named("episode_completed")] == ["earlier-session", "ep-0-0", "ep-1-0"]
+    # after step 1 the model gets the step observation, not a reset one
+    assert [(s.episode_id, s.step, s.reset) for s in model.requests[1].context.slots] == [
+        ("ep-0-0", 1, False),
+        ("ep-1-0", 1, False),
+    ]
+    assert ":step_observation:" in model.requests[1].context.request_id
+
+
+def test_disabled_rejects_a_completed_episode_on_a_lane_out_of_range() -> None:
+    class OutOfRange(ScriptedVectorEnv):
+        async def step(self, request):
+            stepped = await super().step(request)
+            for metadata in stepped.response.completed_episodes:
+                metadata.env_index = 7
+            return stepped
+
+    env, model, hooks = OutOfRange([1, 2], DISABLED), EchoModel(), RecordingHooks()
+    error = fail(RuntimeDriver(vector_spec(2, DISABLED, max_episodes=5), env, model, hooks), ProtocolError)
+    assert str(error) == (
+        "protocol error: env.step reported completed episode 'ep-0-0' on env_index 7; "
+        "expected an env_index in 0..1 (num_envs=2)"
+    )
+    assert len(env.reset_requests) == 1 and env.closed
+    assert [e.reason for e in hooks.named("session_failed")] == [str(error)]
+
+
 def test_same_step_is_observational_and_starts_before_it_completes() -> None:
     log: list = []
     env, model, hooks = ScriptedVectorEnv([1, 2], SAME_STEP, log), EchoModel(log), RecordingHooks(log)
@@ -552,6 +595,37 @@ def test_model_returning_no_context_fails_the_route() -> None:
 
     error = fail(RuntimeDriver(single_env_spec(), CountingEnv(), NoContext()), ModelRouteMismatchError)
     assert error.request_id == "session-1:route-1:reset_observation:000001"
+
+
+@pytest.mark.parametrize("field", ["request_id", "slot"])
+def test_model_mutating_the_request_context_and_echoing_it_fails_the_route(field) -> None:
+    class Mutating(EchoModel):
+        async def predict(self, request):
+            if field == "request_id":
+                request.context.request_id = "rewritten"
+            else:
+                request.context.slots[0].step += 5
+            return await super().predict(request)  # echoes the mutated request.context
+
+    env, model, hooks = CountingEnv(), Mutating(), RecordingHooks()
+    error = fail(RuntimeDriver(single_env_spec(), env, model, hooks), ModelRouteMismatchError)
+    assert error.request_id == "session-1:route-1:reset_observation:000001"
+    assert not env.step_requests
+    assert_failed_cleanly(env, model, hooks, error)
+
+
+def test_an_echo_equal_to_the_sent_context_passes_even_if_the_request_was_mutated() -> None:
+    class MutatesAfterCopy(EchoModel):
+        async def predict(self, request):
+            sent = model_pb2.PredictContext()
+            sent.CopyFrom(request.context)
+            request.context.request_id = "scribbled"
+            prediction = await super().predict(request)
+            prediction.response.context.CopyFrom(sent)
+            return prediction
+
+    report = run(RuntimeDriver(single_env_spec(), CountingEnv(), MutatesAfterCopy()))
+    assert report.total_episodes == 1
 
 
 def test_env_exceptions_are_wrapped_with_their_cause() -> None:
@@ -982,6 +1056,38 @@ def test_cancelling_the_driver_task_still_closes_and_reports() -> None:
     assert blocker.cancellations == 1 and env.closed and model.closed
     (failed,) = hooks.named("session_failed")
     assert failed.reason == "runtime driver task was cancelled"
+
+
+def test_a_second_cancellation_during_the_failure_closes_still_reports_session_failed() -> None:
+    env, hooks = CountingEnv(terminal_after=10), RecordingHooks()
+    close_blocker = Blocker()
+
+    class HangsEverywhere(EchoModel):
+        async def predict(self, request):
+            self.requests.append(request)
+            await asyncio.sleep(3600)
+
+        async def close_route(self, request, timeout):
+            self.close_requests.append(request)
+            await close_blocker.wait()
+
+    model = HangsEverywhere()
+
+    async def scenario():
+        task = asyncio.create_task(RuntimeDriver(single_env_spec(), env, model, hooks).run())
+        while not model.requests:
+            await asyncio.sleep(0.001)
+        task.cancel()
+        while not model.close_requests:
+            await asyncio.sleep(0.001)
+        task.cancel()  # a second Ctrl+C while the failure path closes
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    assert close_blocker.cancellations == 1 and env.closed
+    assert [e.reason for e in hooks.named("session_failed")] == ["runtime driver task was cancelled"]
+    assert names(hooks.entries)[-1] == "session_failed"
 
 
 def test_token_cancelled_from_another_thread() -> None:
