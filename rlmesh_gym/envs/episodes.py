@@ -142,10 +142,6 @@ class LaneEpisodes:
         """Indices of lanes with no running episode and no autoreset pending."""
         return np.flatnonzero(~(self._active | self._pending))
 
-    def seed_of(self, lane: int) -> int | None:
-        """The seed lane ``lane``'s current episode was reset with (``None`` if unseeded or idle)."""
-        return self._seeds[lane] if self._active[lane] else None
-
     def start(self, lanes: Sequence[int], seeds: Sequence[int | None]) -> None:
         """Start a new episode on each of ``lanes`` (a reset), with the seed at the same position.
 
