@@ -289,7 +289,9 @@ class GymVectorEnv(RuntimeEnv):
         """
         operation = "env.reset"
         started = time.perf_counter_ns()
-        self._check_usable(operation)
+        # A whole-vector reset is gymnasium's way back to a known state after a failure (and what
+        # rlmesh's env server does for its next client); steps and partial resets stay refused.
+        self._check_usable(operation, recovering=not request.env_indices)
         lanes, lane_seeds, seed_arg, options = self._plan_reset(request)
         try:
             if self._executor is None:
@@ -304,6 +306,7 @@ class GymVectorEnv(RuntimeEnv):
             raise
         except Exception as error:
             raise self._env_failed(operation, self._steps_taken, error) from error
+        self._failure = None
         self._episodes.start(lanes, lane_seeds)
         self._has_reset = True
         self._ready = True
@@ -486,15 +489,15 @@ class GymVectorEnv(RuntimeEnv):
 
     # -- request checks ------------------------------------------------------------------------
 
-    def _check_usable(self, operation: str) -> None:
+    def _check_usable(self, operation: str, *, recovering: bool = False) -> None:
         if self._closed:
             raise EnvRpcError(operation, self._steps_taken, "the env is closed; create a new one")
-        if self._failure is not None:
+        if self._failure is not None and not recovering:
             raise EnvRpcError(
                 operation,
                 self._steps_taken,
                 f"the env is unusable after an earlier failure ({self._failure}); "
-                "close it and create a new one",
+                "reset every lane (an empty env_indices) to recover, or close it",
             )
 
     def _refuse_step(self, request: env_pb2.StepRequest, step: int) -> None:

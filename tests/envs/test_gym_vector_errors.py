@@ -219,10 +219,32 @@ def test_env_raising_in_step_fails_the_adapter(kind):
             await env.step(ZERO)
         assert not failed.value.recoverable and failed.value.step == 2
         assert isinstance(failed.value.__cause__, ValueError)
-        with pytest.raises(EnvRpcError, match="unusable after an earlier failure"):
+        with pytest.raises(EnvRpcError, match="unusable after an earlier failure .* reset every lane"):
+            await env.step(ZERO)
+        if kind == "async":
+            # gymnasium's AsyncVectorEnv shuts its workers down when one raises: nothing to recover.
+            with pytest.raises(EnvRpcError, match="env.reset raised"):
+                await env.reset(env_pb2.ResetRequest())
+            await env.close(1.0)
+            return
+        # A whole-vector reset recovers (rlmesh's env server serves its next client this way).
+        reset = await env.reset(env_pb2.ResetRequest())
+        assert len(set(reset.response.episode_ids)) == env.num_envs
+        stepped = await env.step(ZERO)
+        assert list(stepped.response.episode_ids) == list(reset.response.episode_ids)
+        await env.close(1.0)
+
+    run(body())
+
+
+def test_a_partial_reset_does_not_recover_a_failed_env():
+    async def body():
+        env = GymVectorEnv(counting_vector("sync", "Disabled", fail_on_step=1))
+        await env.reset(env_pb2.ResetRequest())
+        with pytest.raises(EnvRpcError, match="exploded on step 1"):
             await env.step(ZERO)
         with pytest.raises(EnvRpcError, match="unusable after an earlier failure"):
-            await env.reset(env_pb2.ResetRequest())
+            await env.reset(env_pb2.ResetRequest(env_indices=[0]))
         await env.close(1.0)
 
     run(body())
