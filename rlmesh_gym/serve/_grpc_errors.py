@@ -40,8 +40,14 @@ def _describe(code: grpc.StatusCode | None, details: str, max_message_bytes: int
         # grpc.aio's report of a write on a connection the peer already dropped.
         return f"transport error: connection closed (the write failed: {details})"
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        # gRPC core prefixes the side whose limit was hit: "SERVER: Sent message larger than max ...".
+        side = (
+            "the server's max_message_bytes"
+            if details.startswith("SERVER:")
+            else f"max_message_bytes={max_message_bytes} on this side"
+        )
         return (
-            f"message too large: {details} (the limit is max_message_bytes={max_message_bytes} on this side; "
+            f"message too large: {details} (the limit hit is {side}; "
             "both peers must allow the largest observation or action batch)"
         )
     if code == grpc.StatusCode.CANCELLED:

@@ -72,6 +72,21 @@ class ServerLifecycle:
     async def _on_stop(self) -> None:
         """End open sessions before the server stops (default: nothing to end)."""
 
+    def _oversize_reply(self, response: Any, operation: str) -> str | None:
+        """Why ``response`` cannot be sent (larger than this server's limit), else ``None``.
+
+        gRPC would fail the whole ``Join`` stream on such a reply; the servers answer the one
+        request with an in-band INTERNAL error instead, so the session stays usable.
+        """
+        size = response.ByteSize()
+        if size <= self._max_message_bytes:
+            return None
+        return (
+            f"{operation} reply of {size} bytes exceeds the server's max message size of "
+            f"{self._max_message_bytes} bytes; serve with a larger max_message_bytes (--max-message-mb) "
+            "and give the client the same limit"
+        )
+
     # -- public lifecycle ----------------------------------------------------------------------
 
     @property

@@ -338,14 +338,9 @@ class EnvServer(ServerLifecycle):
             return []
 
     def _check_size(self, response: env_pb2.JoinResponse, operation: str) -> None:
-        size = response.ByteSize()
-        if size > self._max_message_bytes:
-            raise _RequestFailed(
-                _INTERNAL,
-                f"{operation} reply of {size} bytes exceeds the server's max message size of "
-                f"{self._max_message_bytes} bytes; serve with a larger max_message_bytes (--max-message-mb) "
-                "and give the client the same limit",
-            )
+        problem = self._oversize_reply(response, operation)
+        if problem is not None:
+            raise _RequestFailed(_INTERNAL, problem)
 
 
 def _failure(verb: str, error: Exception) -> _RequestFailed:

@@ -26,7 +26,8 @@ Errors: malformed ``ConfigureRoute``/``CloseRoute`` requests, an empty request a
 ``close_route`` are ``INVALID_REQUEST``; a ``Predict`` for a route that was never configured
 is ``NOT_CONFIGURED`` (rlmesh 0.1.0b3 says ``INTERNAL``; the edition document and this
 package say ``NOT_CONFIGURED``); a malformed ``Predict`` context and every model failure are
-``INTERNAL`` (recoverable as the model's error says).
+``INTERNAL`` (recoverable as the model's error says), and so is a reply larger than the
+server's ``max_message_bytes`` (the stream stays open).
 """
 
 from __future__ import annotations
@@ -207,6 +208,9 @@ class ModelServer(ServerLifecycle):
                 response.close.SetInParent()
             else:
                 raise _RequestFailed(_INVALID_REQUEST, "empty request")
+            problem = self._oversize_reply(response, operation)
+            if problem is not None:
+                raise _RequestFailed(_INTERNAL, problem)
         except _RequestFailed as failure:
             response.error.code = failure.code
             response.error.message = failure.message

@@ -11,6 +11,7 @@ from _serve_fakes import FirstActionModel, contract, run
 
 from rlmesh_gym.proto import model_pb2, model_pb2_grpc
 from rlmesh_gym.runtime.errors import ModelRpcError
+from rlmesh_gym.runtime.seams import RuntimeModelPrediction
 from rlmesh_gym.serve import ModelServer, RemoteModel, RemoteModelError
 from rlmesh_gym.serve.handshake import EDITION_PINS, handshake_request
 
@@ -254,3 +255,50 @@ def test_model_handshake_response_uses_the_model_layout():
         False,
         "remote shutdown is disabled for this model endpoint",
     )
+
+
+class _OversizeModel(FirstActionModel):
+    """Answers the first predict with an action too large for a 2 KiB limit, then normally."""
+
+    async def predict(self, request: model_pb2.PredictRequest) -> RuntimeModelPrediction:
+        prediction = await super().predict(request)
+        if self.predicts == 1:
+            prediction.response.action.bytes.data = b"\0" * 4096
+        return prediction
+
+
+def test_a_reply_over_the_servers_limit_is_an_in_band_error_and_the_stream_stays_open():
+    async def scenario():
+        model = _OversizeModel()
+        async with ModelServer(model, max_message_bytes=2048) as server:
+            remote = await RemoteModel.connect(server.address, contract=contract(1), request_timeout=10)
+            with pytest.raises(RemoteModelError) as oversize:
+                await remote.predict(predict_request([[1, 0]]))
+            second = await remote.predict(predict_request([[3, 0]], request_id="s:r:x:2"))
+            routes = server.routes
+            await remote.close()
+        return oversize.value, second, routes
+
+    oversize, second, routes = run(scenario())
+    assert (oversize.code_name, oversize.recoverable) == ("INTERNAL", False)
+    assert "model.predict reply of" in oversize.server_message
+    assert "exceeds the server's max message size of 2048 bytes" in oversize.server_message
+    assert np.frombuffer(second.response.action.bytes.data, np.int64).tolist() == [1]
+    assert routes == [("s", "r")]
+
+
+def test_a_request_over_the_servers_limit_names_the_servers_limit():
+    async def scenario():
+        async with ModelServer(FirstActionModel(), max_message_bytes=2048) as server:
+            remote = await RemoteModel.connect(server.address, contract=contract(1), request_timeout=10)
+            request = predict_request([[1, 0]])
+            request.observation.bytes.data = b"\0" * 8192
+            with pytest.raises(ModelRpcError) as refused:
+                await remote.predict(request)
+            await remote.close()
+        return str(refused.value)
+
+    message = run(scenario())
+    assert "SERVER: Received message larger than max" in message
+    assert "the limit hit is the server's max_message_bytes" in message
+    assert "on this side" not in message
