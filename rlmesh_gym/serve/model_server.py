@@ -17,6 +17,8 @@ for actions over gRPC::
 Session rules (wire.md §6.5): each ``Join`` stream configures routes (``ConfigureRoute``
 stores the route's ``EnvContract``; a model with a ``bind(contract)`` method is bound to it),
 asks for actions (``Predict``), and ends routes (``CloseRoute``) or everything (``Close``).
+A route belongs to the stream that configured it: another stream's ``ConfigureRoute``,
+``Predict`` or ``CloseRoute`` for it is refused with ``INVALID_REQUEST``.
 Several streams may be open at once; the model sees one call at a time (the RuntimeModel
 contract), and requests of one stream are answered in arrival order, each with its
 ``request_id``. A route's contract fixes the spaces: while a route is open, a ``bind``-able
@@ -194,12 +196,12 @@ class ModelServer(ServerLifecycle):
         operation = f"model.{kind}" if kind is not None else "model.unknown"
         try:
             if kind == "predict":
-                await self._predict(request.predict, response)
+                await self._predict(request.predict, response, stream)
             elif kind == "configure_route":
                 await self._configure_route(request.configure_route, stream)
                 response.configure_route.SetInParent()
             elif kind == "close_route":
-                await self._close_route(request.close_route)
+                await self._close_route(request.close_route, stream)
                 response.close_route.SetInParent()
             elif kind == "close":
                 failures = await self._close_routes(stream, request.close.reason or "model session closed")
@@ -263,7 +265,9 @@ class ModelServer(ServerLifecycle):
             "model route %s configured (%s, num_envs=%d)", _route_name(key), contract.id, contract.num_envs
         )
 
-    async def _predict(self, request: model_pb2.PredictRequest, response: model_pb2.JoinResponse) -> None:
+    async def _predict(
+        self, request: model_pb2.PredictRequest, response: model_pb2.JoinResponse, stream: int
+    ) -> None:
         context = request.context
         key = (context.session_id, context.route_id)
         route = self._routes.get(key)
@@ -273,6 +277,7 @@ class ModelServer(ServerLifecycle):
                 f"model error: model route was not configured (route {_route_name(key)}; send "
                 "ConfigureRoute first)",
             )
+        _check_owner(key, route[1], stream, "predict on")
         _check_slots(context, route[0].num_envs)
         async with self._model_lock:
             try:
@@ -288,15 +293,18 @@ class ModelServer(ServerLifecycle):
             )
         response.predict.CopyFrom(answer)
 
-    async def _close_route(self, request: model_pb2.CloseRouteRequest) -> None:
+    async def _close_route(self, request: model_pb2.CloseRouteRequest, stream: int) -> None:
         context = request.context
         if not context.session_id or not context.route_id:
             raise _RequestFailed(
                 _INVALID_REQUEST, "close_route needs a context with a non-empty session_id and route_id"
             )
         key = (context.session_id, context.route_id)
-        if self._routes.pop(key, None) is None:
+        route = self._routes.get(key)
+        if route is None:
             return  # already closed, or never configured: nothing to end
+        _check_owner(key, route[1], stream, "close")
+        del self._routes[key]
         failure = await self._call_close_route(request)
         if failure is not None:
             raise _RequestFailed(_INVALID_REQUEST, failure)
@@ -333,6 +341,16 @@ class ModelServer(ServerLifecycle):
 
 def _route_name(key: RouteKey) -> str:
     return f"{key[0]}:{key[1]}"
+
+
+def _check_owner(key: RouteKey, owner: int, stream: int, action: str) -> None:
+    """Only the stream that configured a route may use or end it."""
+    if owner != stream:
+        raise _RequestFailed(
+            _INVALID_REQUEST,
+            f"route {_route_name(key)} is configured by another model session; this session cannot "
+            f"{action} it",
+        )
 
 
 def _spaces_fingerprint(contract: env_pb2.EnvContract) -> bytes:

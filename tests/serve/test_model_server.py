@@ -302,3 +302,49 @@ def test_a_request_over_the_servers_limit_names_the_servers_limit():
     assert "SERVER: Received message larger than max" in message
     assert "the limit hit is the server's max_message_bytes" in message
     assert "on this side" not in message
+
+
+def test_only_the_stream_that_configured_a_route_may_predict_on_or_close_it():
+    async def scenario():
+        model = FirstActionModel()
+        async with ModelServer(model) as server:
+            owner = await RemoteModel.connect(server.address, contract=contract(1), request_timeout=10)
+            await owner.predict(predict_request([[1, 0]]))
+            intruder = _raw_join(
+                server.address,
+                [
+                    model_pb2.JoinRequest(
+                        predict=predict_request([[1, 0]], request_id="x:1"), request_id="q"
+                    ),
+                    model_pb2.JoinRequest(
+                        close_route=model_pb2.CloseRouteRequest(
+                            context=model_pb2.PredictContext(session_id="s", route_id="r"), reason="steal"
+                        ),
+                        request_id="c",
+                    ),
+                    model_pb2.JoinRequest(close=model_pb2.CloseRequest(reason="bye"), request_id="close"),
+                ],
+            )
+            replies = await intruder
+            routes = server.routes
+            # The owner's route still works.
+            after = await owner.predict(predict_request([[3, 0]], request_id="s:r:x:2"))
+            await owner.close()
+        return model, replies, routes, after
+
+    model, replies, routes, after = run(scenario())
+    assert [(r.WhichOneof("kind"), r.error.code) for r in replies] == [
+        ("error", model_pb2.MODEL_ERROR_CODE_INVALID_REQUEST),
+        ("error", model_pb2.MODEL_ERROR_CODE_INVALID_REQUEST),
+        ("close", 0),
+    ]
+    assert replies[0].error.message == (
+        "route s:r is configured by another model session; this session cannot predict on it"
+    )
+    assert replies[1].error.message == (
+        "route s:r is configured by another model session; this session cannot close it"
+    )
+    assert routes == [("s", "r")]
+    assert model.predicts == 2  # the intruder's predict never reached the model
+    assert np.frombuffer(after.response.action.bytes.data, np.int64).tolist() == [1]
+    assert model.closed_routes == [("s", "r", "client closed the session")]
