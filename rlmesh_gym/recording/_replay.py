@@ -187,9 +187,10 @@ def _replay(
                 if (abs(recorded - replayed) > atol) if name == "reward" else (recorded != replayed):
                     divergence = ReplayDivergence(step, name, recorded, replayed)
                     break
-            if divergence is not None:
-                break
+        # Counted before a mismatch stops the loop: the replay did take this step.
         step += 1
+        if divergence is not None:
+            break
         if (terminated or truncated) and step < record.length:
             divergence = ReplayDivergence(step - 1, "length", record.length, step)
             break
