@@ -254,6 +254,8 @@ def _same(recorded: Any, replayed: Any, atol: float) -> bool:
     right = np.asarray(replayed)
     if left.shape != right.shape:
         return False
-    if atol > 0 and left.dtype.kind == "f":
-        return bool(np.allclose(left, right, atol=atol, rtol=0.0))
-    return bool(np.array_equal(left, right))
+    floats = left.dtype.kind in "fc" and right.dtype.kind in "fc"
+    if atol > 0 and floats:
+        return bool(np.allclose(left, right, atol=atol, rtol=0.0, equal_nan=True))
+    # NaN in the same place is a match: the env returned the same observation.
+    return bool(np.array_equal(left, right, equal_nan=floats))

@@ -110,6 +110,72 @@ def test_a_reward_mismatch_counts_the_step_it_was_found_on(rec_path):
     assert result.replayed_length == 3 and result.steps_compared == 3
 
 
+class _NanEnv(gym.Env):
+    """Observations ``[t, nan]``; every episode terminates after 4 steps."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([0.0, np.nan], np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.array([self.t, np.nan], np.float32), 1.0, self.t == 4, False, {}
+
+
+def test_nan_observations_replay_as_a_match(rec_path):
+    env = GymVectorEnv(gym.vector.SyncVectorEnv([_NanEnv], autoreset_mode=gym.vector.AutoresetMode.DISABLED))
+    with EpisodeRecorder(rec_path, env.contract, base_seed=2) as recorder:
+        run_session(env, [recorder], max_episodes=1, base_seed=2, action_space=_NanEnv.action_space)
+    recording = load_recording(rec_path)
+    episode = recording.episodes[0]
+    assert np.isnan(episode.observations[:, 1]).all()
+    for atol in (0.0, 1e-6):
+        result = replay_episode(recording, episode, env=_NanEnv(), atol=atol)
+        assert result.match, str(result)
+        assert result.steps_compared == 4
+    # A NaN where the env gives a number is still a difference.
+    episode.observations[2, 1] = 5.0
+    result = replay_episode(recording, episode, env=_NanEnv())
+    assert (result.divergence.step, result.divergence.field) == (2, "observation")
+
+
+def test_a_different_env_diverges(rec_path):
+    recording = _cartpole(rec_path)
+    heavy = gym.make("CartPole-v1")
+    heavy.unwrapped.gravity = 30.0
+    result = replay_episode(recording, 0, env=heavy)
+    assert not result.match and result.divergence.field == "observation" and result.divergence.step == 1
+    heavy.close()
+
+
+def test_a_policy_regenerates_actions_of_a_strided_recording(rec_path):
+    options = RecordingOptions(rec_path, step_stride=3)
+    recording = _cartpole(rec_path, model="lean", options=options)
+    episode = recording.episodes[0]
+    with pytest.raises(ValueError, match="step_stride=3.*pass policy= to regenerate them"):
+        replay_episode(recording, episode)
+    result = replay_episode(recording, episode, policy=_lean)
+    assert result.match, str(result)
+    assert result.steps_compared == len(episode.steps) < episode.length
+    wrong = replay_episode(recording, episode, policy=lambda obs: 1 - _lean(obs))
+    assert not wrong.match and (wrong.divergence.step, wrong.divergence.field) == (0, "action")
+
+
+def test_an_episode_without_a_seed_is_refused(rec_path):
+    recording = _cartpole(rec_path, autoreset="next_step", max_episodes=6)
+    unseeded = [e for e in recording.episodes if e.seed is None]
+    assert unseeded
+    with pytest.raises(ValueError, match="has no recorded seed.*autoreset='disabled'"):
+        replay_episode(recording, unseeded[0])
+    incomplete = recording.incomplete_episodes[0]
+    with pytest.raises(ValueError, match="is incomplete"):
+        replay_episode(recording, incomplete.episode_id)
+
+
 def test_composite_spaces_replay_in_a_given_env(rec_path):
     space = SPACES["nested"]
     env, _ = make_env(space, num_envs=2, autoreset="disabled")
