@@ -3,7 +3,8 @@
 A grpc.aio stream handler runs in its own task. :class:`SessionGuard` remembers that task, and
 :meth:`SessionGuard.interrupt` cancels it with a status code and a reason; the handler catches
 the cancellation and aborts the RPC with that status, so the client sees why its session ended.
-An optional watchdog interrupts a session whose client sent nothing for ``idle_timeout`` seconds.
+An optional watchdog interrupts a session whose client sent nothing (or left a reply unread) for
+``idle_timeout`` seconds.
 """
 
 from __future__ import annotations
@@ -31,6 +32,14 @@ class SessionGuard:
 
     def waiting(self) -> None:
         """The handler starts waiting for the client's next request."""
+        self._waiting_since = time.monotonic()
+
+    def replying(self) -> None:
+        """The handler hands a reply to gRPC; until the client reads it, the session counts as idle.
+
+        A client that keeps sending but never reads stalls the send on HTTP/2 flow control; that
+        time must count, or such a client would hold the session forever.
+        """
         self._waiting_since = time.monotonic()
 
     def busy(self) -> None:

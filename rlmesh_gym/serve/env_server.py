@@ -94,8 +94,8 @@ class EnvServer(ServerLifecycle):
         edition_pin: ``"b3"`` (rlmesh 0.1.0b3, default), ``"rc1"`` or a 64-hex SHA-256 that
             clients must offer (wire.md §6.1).
         allow_remote_shutdown: Whether a ``Shutdown`` RPC may stop the server.
-        idle_timeout: End a session whose client sent nothing for this many seconds (``None``:
-            never), freeing the one session slot for the next client.
+        idle_timeout: End a session whose client sent nothing, or left a reply unread, for this
+            many seconds (``None``: never), freeing the one session slot for the next client.
         max_message_bytes: gRPC send and receive limit (256 MiB by default, as upstream).
     """
 
@@ -220,6 +220,7 @@ class EnvServer(ServerLifecycle):
                 response = await self._handle(request)
                 if response.WhichOneof("kind") == "close":
                     closed = True
+                guard.replying()
                 yield response
                 if closed:
                     return

@@ -83,8 +83,8 @@ class ModelServer(ServerLifecycle):
         token: If set, every RPC must carry it as ``authorization`` metadata.
         edition_pin: ``"b3"`` (default), ``"rc1"`` or a 64-hex SHA-256 clients must offer.
         allow_remote_shutdown: Whether a ``Shutdown`` RPC may stop the server.
-        idle_timeout: End a stream whose client sent nothing for this many seconds (``None``:
-            never); its routes are closed.
+        idle_timeout: End a stream whose client sent nothing, or left a reply unread, for this
+            many seconds (``None``: never); its routes are closed.
         close_timeout: Seconds given to the model's ``close_route`` for each route.
         max_message_bytes: gRPC send and receive limit (256 MiB by default, as upstream).
     """
@@ -173,6 +173,7 @@ class ModelServer(ServerLifecycle):
                 guard.busy()
                 response = await self._handle(request, stream)
                 closed = response.WhichOneof("kind") == "close"
+                guard.replying()
                 yield response
                 if closed:
                     return

@@ -269,6 +269,33 @@ def test_a_client_that_never_sends_is_cut_off_by_the_idle_timeout(no_leaked_thre
     assert lanes == 1
 
 
+def test_a_client_that_sends_but_never_reads_is_cut_off_by_the_idle_timeout(no_leaked_threads):
+    class BigObservationEnv(CountingEnv):
+        async def reset(self, request):
+            result = await super().reset(request)
+            result.response.observation.bytes.data = b"\0" * (8 << 20)
+            return result
+
+    async def scenario():
+        async with EnvServer(BigObservationEnv(), idle_timeout=0.5) as server:
+            async with grpc.aio.insecure_channel(server.address) as channel:
+                call = env_pb2_grpc.EnvServiceStub(channel).Join()
+                await call.initial_metadata()
+                # Replies pile up unread until HTTP/2 flow control stalls the server's send.
+                for index in range(20):
+                    await call.write(
+                        env_pb2.JoinRequest(request_id=f"r{index}", reset=env_pb2.ResetRequest())
+                    )
+                freed = await server.wait_idle(10.0)
+                call.cancel()
+            lanes = await serves_next_client(server)
+        return freed, lanes
+
+    freed, lanes = run(scenario())
+    assert freed
+    assert lanes == 1
+
+
 def test_a_hung_env_hits_the_client_request_timeout_and_the_session_is_marked_broken(no_leaked_threads):
     class HangingEnv(CountingEnv):
         async def step(self, request):
