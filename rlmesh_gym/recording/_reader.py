@@ -24,6 +24,7 @@ __all__ = ["RecordedEpisode", "Recording", "RecordingHeader", "RecordingWarning"
 # Observation/action leaves with at most this many elements get one steps_frame column per element.
 _MAX_FLAT_COLUMNS = 16
 _HTML_ROWS = 20
+_RECORD_FIELDS = frozenset(EpisodeRecord.__dataclass_fields__)
 
 
 class RecordingWarning(UserWarning):
@@ -373,7 +374,9 @@ def _assemble(
             episode_id = record["episode_id"]
             if episode_id not in summaries:
                 finished.append(episode_id)
-            summaries[episode_id] = EpisodeRecord(**record["record"])
+            # A newer writer may add summary fields: keep the ones this EpisodeRecord has.
+            fields = {k: v for k, v in record["record"].items() if k in _RECORD_FIELDS}
+            summaries[episode_id] = EpisodeRecord(**fields)
             lanes.setdefault(episode_id, int(record["lane"]))
         elif kind == "session":
             sessions.append(record)

@@ -181,3 +181,23 @@ def test_missing_file_and_bad_path_type(tmp_path):
         load_recording(tmp_path / "missing.rec")
     with pytest.raises(TypeError, match="path must be a str or os.PathLike"):
         load_recording(42)
+
+
+def test_fields_and_kinds_of_a_newer_writer_are_skipped(tmp_path):
+    data = _record(tmp_path / "full.rec")
+    full = load_recording(tmp_path / "full.rec")
+    newer = []
+    for _, record in _boundaries(data):
+        if record["kind"] == "episode":
+            record["record"]["replay_hint"] = {"from": "a newer writer"}
+            record["comment"] = "extra"
+        newer.append(msgpack.packb(record, use_bin_type=True))
+        if record["kind"] == "header":
+            newer.append(msgpack.packb({"kind": "annotation", "text": "unknown kind"}))
+    (tmp_path / "newer.rec").write_bytes(b"".join(newer))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        recording = load_recording(tmp_path / "newer.rec")
+    assert not recording.partial
+    assert [e.record for e in recording.episodes] == [e.record for e in full.episodes]
+    assert len(recording.episodes) >= 6
