@@ -14,6 +14,8 @@ import ipaddress
 import warnings
 
 __all__ = [
+    "CLIENT_KEEPALIVE_TIMEOUT_MS",
+    "CLIENT_KEEPALIVE_TIME_MS",
     "DEFAULT_BIND_HOST",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "InsecureBindWarning",
@@ -23,6 +25,7 @@ __all__ = [
     "format_address",
     "is_loopback",
     "parse_address",
+    "SERVER_MIN_PING_INTERVAL_MS",
     "server_options",
     "warn_if_exposed",
 ]
@@ -113,12 +116,35 @@ def check_timeout(name: str, value: float | None, *, optional: bool) -> float | 
     return float(value)
 
 
+CLIENT_KEEPALIVE_TIME_MS = 300_000
+"""How often a client pings a server while a call is open and the line is quiet (5 minutes).
+
+gRPC servers, by default, refuse pings more frequent than every 5 minutes on a connection with no
+data (``grpc.http2.min_recv_ping_interval_without_data_ms``; a client that pings faster gets
+GOAWAY ``too_many_pings``), so 5 minutes is the fastest rate every server accepts. Our servers
+accept pings every minute; the margin keeps scheduling jitter from ever counting as a strike.
+"""
+
+CLIENT_KEEPALIVE_TIMEOUT_MS = 20_000
+"""How long a client waits for a ping's answer before declaring the connection dead."""
+
+SERVER_MIN_PING_INTERVAL_MS = 60_000
+"""The most frequent client keepalive ping our servers accept on a quiet connection."""
+
+
 def channel_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
-    """Options of a client channel: the message size limits each way."""
+    """Options of a client channel: the message size limits each way, and keepalive pings.
+
+    The pings (only while a call is open) notice a server that vanished without closing the
+    connection (a dead host, a dropped network), which a wait without a timeout would not.
+    """
     limit = check_max_message_bytes(max_message_bytes)
     return [
         ("grpc.max_send_message_length", limit),
         ("grpc.max_receive_message_length", limit),
+        ("grpc.keepalive_time_ms", CLIENT_KEEPALIVE_TIME_MS),
+        ("grpc.keepalive_timeout_ms", CLIENT_KEEPALIVE_TIMEOUT_MS),
+        ("grpc.keepalive_permit_without_calls", 0),
         # A fresh subchannel per client, so one client's broken connection never affects another's.
         ("grpc.use_local_subchannel_pool", 1),
     ]
@@ -133,6 +159,8 @@ def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[t
         ("grpc.keepalive_time_ms", 60_000),
         ("grpc.keepalive_timeout_ms", 20_000),
         ("grpc.http2.max_pings_without_data", 0),
+        # Accept client keepalive pings down to once a minute (ours send one every 5 minutes).
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", SERVER_MIN_PING_INTERVAL_MS),
         # Refuse a second server on the same port instead of silently sharing it.
         ("grpc.so_reuseport", 0),
     ]

@@ -8,7 +8,7 @@ import socket
 
 import gymnasium as gym
 import rlmesh
-from _serve_fakes import run
+from _serve_fakes import CountingEnv, run
 
 from rlmesh_gym.cli import main
 from rlmesh_gym.envs import GymVectorEnv
@@ -120,3 +120,27 @@ def test_eval_remote_errors_are_named(capsys):
 
     code, _, err = run(both_policies())
     assert code == 2 and "either --policy or --policy-address" in err
+
+
+def test_eval_env_address_gives_up_on_a_hung_server_after_the_default_request_timeout(
+    capsys, monkeypatch, no_leaked_threads
+):
+    from rlmesh_gym.cli import serve_command
+
+    class HangingEnv(CountingEnv):
+        async def reset(self, request):
+            await asyncio.sleep(60)
+            return await super().reset(request)
+
+    assert serve_command.REMOTE_REQUEST_TIMEOUT == 300.0
+    monkeypatch.setattr(serve_command, "REMOTE_REQUEST_TIMEOUT", 0.5)
+
+    async def scenario():
+        async with EnvServer(HangingEnv()) as server:
+            return await asyncio.to_thread(
+                eval_json, ["--env-address", server.address, "--policy", "random", "--episodes", "1"], capsys
+            )
+
+    code, _, err = run(scenario(), timeout=60)
+    assert code == 1, err
+    assert "within request_timeout=0.5s" in err

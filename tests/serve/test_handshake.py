@@ -215,3 +215,21 @@ def test_png_frames_round_trip(shape, color):
 def test_png_refuses_non_images(shape):
     with pytest.raises(ValueError, match="cannot encode a frame of shape"):
         encode_png(np.zeros(shape, np.uint8))
+
+
+def test_client_keepalive_pings_are_slower_than_any_server_refuses():
+    from rlmesh_gym.serve.endpoint import (
+        CLIENT_KEEPALIVE_TIME_MS,
+        SERVER_MIN_PING_INTERVAL_MS,
+        channel_options,
+        server_options,
+    )
+
+    client = dict(channel_options(4096))
+    server = dict(server_options(4096))
+    assert client["grpc.keepalive_time_ms"] == CLIENT_KEEPALIVE_TIME_MS == 300_000
+    assert client["grpc.keepalive_timeout_ms"] == 20_000
+    assert client["grpc.keepalive_permit_without_calls"] == 0
+    # gRPC servers' default minimum ping interval on a quiet connection is 5 minutes; ours is lower.
+    assert server["grpc.http2.min_recv_ping_interval_without_data_ms"] == SERVER_MIN_PING_INTERVAL_MS
+    assert SERVER_MIN_PING_INTERVAL_MS < CLIENT_KEEPALIVE_TIME_MS <= 300_000
