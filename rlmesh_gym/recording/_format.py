@@ -65,8 +65,14 @@ def _ext_hook(code: int, data: bytes) -> Any:
     dtype = np.dtype(dtype_str)
     if dtype.kind not in _ALLOWED_KINDS:
         raise RecordingFormatError(f"numpy array of dtype {dtype_str!r} is not allowed in a recording")
+    array = np.frombuffer(raw, dtype=dtype)
+    if dtype.kind == "U" and array.size:
+        # Damaged bytes can hold code points no str can (numpy would fail only when one is read).
+        points = np.frombuffer(raw, dtype=np.dtype("u4").newbyteorder(dtype.byteorder))
+        if int(points.max()) > 0x10FFFF:
+            raise RecordingFormatError("a unicode array holds a code point above U+10FFFF")
     # A writable copy: users edit arrays in notebooks, and frombuffer views of bytes are read-only.
-    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    return array.reshape(shape).copy()
 
 
 def read_records(stream: BinaryIO, size: int) -> tuple[list[dict[str, Any]], int, str | None]:

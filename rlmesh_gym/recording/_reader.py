@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from google.protobuf.message import DecodeError
 
 from rlmesh_gym.proto import env_pb2, spaces_pb2
 from rlmesh_gym.recording._format import FORMAT_NAME, FORMAT_VERSION, RecordingFormatError, read_records
@@ -314,14 +315,17 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
         reason = "the file is empty" if size == 0 else (problem or "it holds no records")
         raise RecordingFormatError(f"{filename!r} is not an rlmesh-gym recording: {reason}")
     header = _parse_header(records[0], filename)
+    body, malformed = _valid_prefix(records[1:], header)
+    if malformed is not None:
+        problem = malformed
     if problem is not None:
         warnings.warn(
-            f"recording {filename!r} was read only in part: {problem}; the {len(records)} complete record(s) "
-            "before that point are loaded",
+            f"recording {filename!r} was read only in part: {problem}; the {len(body) + 1} complete "
+            "record(s) before that point are loaded",
             RecordingWarning,
             stacklevel=2,
         )
-    return _assemble(filename, header, records[1:], partial=problem is not None)
+    return _assemble(filename, header, body, partial=problem is not None)
 
 
 def _parse_header(record: dict[str, Any], filename: str) -> RecordingHeader:
@@ -340,6 +344,15 @@ def _parse_header(record: dict[str, Any], filename: str) -> RecordingHeader:
             "upgrade rlmesh-gym"
         )
     try:
+        options = record.get("options") or {}
+        if not isinstance(options, dict):
+            raise TypeError(f"options must be a map, got {type(options).__name__}")
+        lanes = options.get("lanes")
+        if lanes is not None and not (isinstance(lanes, list) and all(_is_int(lane) for lane in lanes)):
+            raise TypeError(f"options['lanes'] must be a list of ints or nil, got {lanes!r}")
+        base_seed = record.get("base_seed")
+        if base_seed is not None and not _is_int(base_seed):
+            raise TypeError(f"base_seed must be an int or nil, got {base_seed!r}")
         contract = env_pb2.EnvContract.FromString(record["contract"])
         return RecordingHeader(
             version=version,
@@ -349,11 +362,159 @@ def _parse_header(record: dict[str, Any], filename: str) -> RecordingHeader:
             contract=contract,
             num_envs=int(record["num_envs"]),
             autoreset_mode=str(record["autoreset_mode"]),
-            base_seed=record.get("base_seed"),
-            options=dict(record.get("options") or {}),
+            base_seed=base_seed,
+            options=dict(options),
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, DecodeError) as exc:
         raise RecordingFormatError(f"{filename!r} has a malformed recording header: {exc!r}") from exc
+
+
+class _MalformedRecord(Exception):
+    """A record that parsed as msgpack but does not hold what its kind promises."""
+
+
+def _valid_prefix(
+    records: list[dict[str, Any]], header: RecordingHeader
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The records before the first malformed one, and a sentence about that one (or ``None``).
+
+    Damaged bytes can still parse as msgpack; such a record ends reading like a cut-off file.
+    """
+    shapes: dict[str, tuple[Any, ...]] = {}
+    for index, record in enumerate(records):
+        try:
+            kind = record["kind"]
+            if kind == "steps":
+                _check_steps(record, header.num_envs, shapes)
+            elif kind == "episode":
+                _check_episode(record, header.num_envs)
+            elif kind == "session":
+                _check_strings(record, ("session_id", "route_id"))
+            elif kind == "end":
+                _check_strings(record, ("status", "reason"))
+                if ("total_steps" in record or "total_episodes" in record) and not (
+                    _is_int(record.get("total_steps")) and _is_int(record.get("total_episodes"))
+                ):
+                    raise _MalformedRecord("total_steps and total_episodes must both be ints")
+        except _MalformedRecord as exc:
+            return records[:index], f"record {index + 1} (kind {record['kind']!r}) is malformed: {exc}"
+    return records, None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _what(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"a {value.dtype} array of shape {value.shape}"
+    return "nil" if value is None else f"a {type(value).__name__}"
+
+
+def _check_strings(record: dict[str, Any], names: tuple[str, ...]) -> None:
+    for name in names:
+        if not isinstance(record.get(name), str):
+            raise _MalformedRecord(f"{name} must be a string, got {record.get(name)!r}")
+
+
+def _check_lane(record: dict[str, Any], num_envs: int) -> None:
+    _check_strings(record, ("episode_id",))
+    lane = record.get("lane")
+    if not _is_int(lane) or not 0 <= lane < num_envs:
+        raise _MalformedRecord(f"lane must be an int in [0, {num_envs}), got {lane!r}")
+
+
+def _array(record: dict[str, Any], name: str, kinds: str, length: int | None) -> np.ndarray:
+    value = record.get(name)
+    if not isinstance(value, np.ndarray) or value.ndim != 1 or value.dtype.kind not in kinds:
+        raise _MalformedRecord(f"{name} must be a 1-d numpy array of kind {kinds!r}, got {_what(value)}")
+    if length is not None and len(value) != length:
+        raise _MalformedRecord(f"{name} has {len(value)} rows, expected {length}")
+    return value
+
+
+def _tree_shape(value: Any, rows: int, name: str) -> Any:
+    """The structure, leaf kinds and per-row shapes of a stored value tree (checked to have ``rows`` rows)."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return tuple((key, _tree_shape(child, rows, name)) for key, child in value.items())
+    if isinstance(value, list):
+        return [_tree_shape(child, rows, name) for child in value]
+    if not isinstance(value, np.ndarray) or value.ndim < 1 or len(value) != rows:
+        raise _MalformedRecord(f"{name} must hold numpy arrays of {rows} rows, got {_what(value)}")
+    return (value.dtype.kind, value.shape[1:])
+
+
+def _check_steps(record: dict[str, Any], num_envs: int, shapes: dict[str, tuple[Any, ...]]) -> None:
+    _check_lane(record, num_envs)
+    chunk = record.get("chunk")
+    if not _is_int(chunk) or chunk < 0:
+        raise _MalformedRecord(f"chunk must be an int >= 0, got {chunk!r}")
+    missing = [name for name in ("observations", "actions") if name not in record]
+    if missing:
+        raise _MalformedRecord(f"it has no {' or '.join(missing)} field")
+    rows = len(_array(record, "steps", "iu", None))
+    _array(record, "rewards", "fiu", rows)
+    _array(record, "terminated", "b", rows)
+    _array(record, "truncated", "b", rows)
+    frames = record.get("frames")
+    frame_steps = record.get("frame_steps")
+    if frames is None or frame_steps is None:
+        if frames is not None or frame_steps is not None:
+            raise _MalformedRecord("frames and frame_steps must both be present or both nil")
+        frame_shape = None
+    else:
+        if not isinstance(frames, np.ndarray) or frames.ndim != 4 or frames.dtype != np.uint8:
+            raise _MalformedRecord(f"frames must be a uint8 (F, H, W, 3) array, got {_what(frames)}")
+        _array(record, "frame_steps", "iu", len(frames))
+        frame_shape = frames.shape[1:]
+    # Chunks of one episode are joined: their observations, actions and frames must agree.
+    shape = (
+        _tree_shape(record.get("observations"), rows, "observations"),
+        _tree_shape(record.get("actions"), rows, "actions"),
+        frame_shape,
+    )
+    before = shapes.setdefault(record["episode_id"], shape)
+    if any(
+        old is not None and new is not None and old != new for old, new in zip(before, shape, strict=True)
+    ):
+        raise _MalformedRecord(
+            "its observations, actions or frames do not match the episode's earlier chunks"
+        )
+
+
+_SUMMARY_TYPES: dict[str, tuple[type, ...]] = {
+    "lane": (int,),
+    "episode_id": (str,),
+    "seed": (int, type(None)),
+    "episode_return": (int, float),
+    "length": (int,),
+    "terminated": (bool,),
+    "truncated": (bool,),
+    "duration_ms": (int, float),
+    "success": (bool, type(None)),
+    "start_timestamp_ns": (int,),
+    "end_timestamp_ns": (int,),
+}
+_OPTIONAL_SUMMARY_FIELDS = frozenset({"success", "start_timestamp_ns", "end_timestamp_ns"})
+
+
+def _check_episode(record: dict[str, Any], num_envs: int) -> None:
+    _check_lane(record, num_envs)
+    summary = record.get("record")
+    if not isinstance(summary, dict):
+        raise _MalformedRecord(f"record must be a map of EpisodeRecord fields, got {_what(summary)}")
+    for name, types in _SUMMARY_TYPES.items():
+        if name not in summary:
+            if name in _OPTIONAL_SUMMARY_FIELDS:
+                continue
+            raise _MalformedRecord(f"its summary has no {name!r}")
+        value = summary[name]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise _MalformedRecord(
+                f"summary field {name!r} is {value!r}, expected {' or '.join(t.__name__ for t in types)}"
+            )
 
 
 def _assemble(

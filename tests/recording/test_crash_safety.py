@@ -201,3 +201,94 @@ def test_fields_and_kinds_of_a_newer_writer_are_skipped(tmp_path):
     assert not recording.partial
     assert [e.record for e in recording.episodes] == [e.record for e in full.episodes]
     assert len(recording.episodes) >= 6
+
+
+def _load_outcome(path):
+    """("format error",) or ("loaded", partial, warned); any other exception propagates."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            recording = load_recording(path)
+        except RecordingFormatError:
+            return ("format error",)
+    warned = [w for w in caught if issubclass(w.category, RecordingWarning)]
+    assert len(warned) == len(caught), [str(w.message) for w in caught]
+    # A loaded recording is usable however it was damaged.
+    recording.summary()
+    recording.to_pandas(include_incomplete=True)
+    for episode in (*recording.episodes, *recording.incomplete_episodes):
+        recording.steps_frame(episode)
+    return ("loaded", recording.partial, bool(warned))
+
+
+@pytest.mark.parametrize("kind", ["box", "nested"])
+def test_flipped_bytes_give_a_format_error_or_a_partial_load_with_a_warning(kind, tmp_path):
+    space = SPACES[kind]
+    env, _ = make_env(space, num_envs=2, autoreset="disabled")
+    with EpisodeRecorder(tmp_path / "full.rec", env.contract, base_seed=1) as recorder:
+        run_session(env, [recorder], max_episodes=6, action_space=space)
+    data = (tmp_path / "full.rec").read_bytes()
+    damaged = tmp_path / "damaged.rec"
+    outcomes: dict[tuple, int] = {}
+    for offset in range(0, len(data), 13)[:400]:
+        for mask in (0xFF, 0x01):
+            flipped = bytearray(data)
+            flipped[offset] ^= mask
+            damaged.write_bytes(bytes(flipped))
+            outcome = _load_outcome(damaged)
+            # A warning always means a partial load, and a partial load always warns.
+            assert outcome[0] == "format error" or outcome[1] == outcome[2], (offset, mask, outcome)
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    # The sweep reaches the header (format errors) and the records after it (partial loads).
+    assert outcomes.get(("format error",), 0) > 0
+    assert outcomes.get(("loaded", True, True), 0) > 0
+
+
+def _rewrite(data: bytes, change) -> bytes:
+    """``data`` with ``change(record)`` applied to every record (records re-packed)."""
+    out = []
+    for _, record in _boundaries(data):
+        change(record)
+        out.append(msgpack.packb(record, use_bin_type=True))
+    return b"".join(out)
+
+
+def test_a_header_whose_contract_is_not_protobuf_is_malformed(tmp_path):
+    data = _record(tmp_path / "full.rec")
+
+    def bad_contract(record):
+        if record["kind"] == "header":
+            record["contract"] = b"\xff\xff\xff"
+
+    (tmp_path / "bad.rec").write_bytes(_rewrite(data, bad_contract))
+    with pytest.raises(RecordingFormatError, match="malformed recording header: DecodeError"):
+        load_recording(tmp_path / "bad.rec")
+
+
+@pytest.mark.parametrize(
+    ("kind", "damage", "message"),
+    [
+        ("steps", lambda r: r.pop("actions"), "it has no actions field"),
+        ("steps", lambda r: r.update(rewards=[1.0]), "rewards must be a 1-d numpy array"),
+        ("episode", lambda r: r.update(record=[1, 2]), "record must be a map of EpisodeRecord fields"),
+        ("episode", lambda r: r["record"].pop("length"), "its summary has no 'length'"),
+        ("episode", lambda r: r["record"].update(length="7"), "summary field 'length' is '7', expected int"),
+        ("end", lambda r: r.pop("total_episodes"), "total_steps and total_episodes must both be ints"),
+    ],
+)
+def test_a_malformed_record_stops_reading_like_a_cut_off_file(kind, damage, message, tmp_path):
+    data = _record(tmp_path / "full.rec")
+    full = load_recording(tmp_path / "full.rec")
+    records = [record for _, record in _boundaries(data)]
+    target = next(i for i, record in enumerate(records) if record["kind"] == kind and i > 2)
+    damage(records[target])
+    (tmp_path / "bad.rec").write_bytes(b"".join(msgpack.packb(r, use_bin_type=True) for r in records))
+    with pytest.warns(
+        RecordingWarning, match=f"record {target} \\(kind '{kind}'\\) is malformed: ({message})"
+    ):
+        recording = load_recording(tmp_path / "bad.rec")
+    assert recording.partial
+    expected = [r["episode_id"] for r in records[1:target] if r["kind"] == "episode"]
+    assert [e.episode_id for e in recording.episodes] == expected
+    for episode in recording.episodes:
+        assert episode.record == full.episode(episode.episode_id).record
