@@ -163,8 +163,10 @@ class _Evaluation:
         session_id: str | None,
         route_id: str | None,
         max_steps: int | None = None,
+        env_kwargs: dict[str, Any] | None = None,
     ) -> None:
         self.resolved = resolved
+        self.env_kwargs = env_kwargs
         self.model = model
         self.policy_name = policy_name
         self.episodes = episodes
@@ -245,6 +247,8 @@ class _Evaluation:
                     env_id=resolved.env_id,
                     base_seed=self.seed,
                     render_frames=getattr(resolved.env, "render_frames", None),
+                    # A replay remakes the env with these; rendering is not part of the episode.
+                    env_kwargs={k: v for k, v in (self.env_kwargs or {}).items() if k != "render_mode"},
                 )
             if progress_wanted(self.show_progress):
                 progress = EpisodeProgress(self.episodes, f"{resolved.env_id} x{resolved.num_envs}")
@@ -429,6 +433,7 @@ def _prepare(
             session_id=session_id,
             route_id=route_id,
             max_steps=max_steps,
+            env_kwargs=env_kwargs,
         )
     except BaseException:
         if resolved.owned:

@@ -45,6 +45,9 @@ class RecordingHeader:
     autoreset_mode: str
     base_seed: int | None
     options: dict[str, Any]
+    # The env's make kwargs (None: none given, or not storable: then env_kwargs_note says why).
+    env_kwargs: dict[str, Any] | None = None
+    env_kwargs_note: str | None = None
 
     @property
     def observation_space(self) -> spaces_pb2.SpaceSpec:
@@ -353,6 +356,14 @@ def _parse_header(record: dict[str, Any], filename: str) -> RecordingHeader:
         base_seed = record.get("base_seed")
         if base_seed is not None and not _is_int(base_seed):
             raise TypeError(f"base_seed must be an int or nil, got {base_seed!r}")
+        env_kwargs = record.get("env_kwargs")
+        if env_kwargs is not None and not (
+            isinstance(env_kwargs, dict) and all(isinstance(key, str) for key in env_kwargs)
+        ):
+            raise TypeError(f"env_kwargs must be a map of str keys or nil, got {env_kwargs!r}")
+        note = record.get("env_kwargs_note")
+        if note is not None and not isinstance(note, str):
+            raise TypeError(f"env_kwargs_note must be a string or nil, got {note!r}")
         contract = env_pb2.EnvContract.FromString(record["contract"])
         return RecordingHeader(
             version=version,
@@ -364,6 +375,8 @@ def _parse_header(record: dict[str, Any], filename: str) -> RecordingHeader:
             autoreset_mode=str(record["autoreset_mode"]),
             base_seed=base_seed,
             options=dict(options),
+            env_kwargs=env_kwargs,
+            env_kwargs_note=note,
         )
     except (KeyError, TypeError, ValueError, DecodeError) as exc:
         raise RecordingFormatError(f"{filename!r} has a malformed recording header: {exc!r}") from exc

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,6 +90,10 @@ class EpisodeRecorder(RuntimeHooks):
         base_seed: the session's base seed, stored in the header.
         render_frames: a callable returning one rendered frame (an ``(H, W, 3)`` uint8 array) per
             lane, or ``None`` when the env does not render; required when frames are asked for.
+        env_kwargs: the keyword arguments the env was made with (``gymnasium.make(env_id,
+            **env_kwargs)``), stored so :func:`replay_episode` makes the same env. Values msgpack
+            cannot encode are not stored: a ``RuntimeWarning`` says so, and a replay then needs
+            ``env=``.
 
     The header is written (and flushed) on construction, so a bad path fails here. Pass the
     recorder in a driver's hooks, and call :meth:`close` when the run is over.
@@ -108,6 +112,7 @@ class EpisodeRecorder(RuntimeHooks):
         env_id: str | None = None,
         base_seed: int | None = None,
         render_frames: Callable[[], Sequence[Any] | None] | None = None,
+        env_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         options = record if isinstance(record, RecordingOptions) else RecordingOptions(record)
         if not isinstance(contract, env_pb2.EnvContract):
@@ -133,6 +138,7 @@ class EpisodeRecorder(RuntimeHooks):
             raise TypeError(f"EpisodeRecorder: render_frames must be callable, got {render_frames!r}")
         if base_seed is not None and (isinstance(base_seed, bool) or not isinstance(base_seed, int)):
             raise TypeError(f"EpisodeRecorder: base_seed must be an int or None, got {base_seed!r}")
+        stored_kwargs, kwargs_note = _storable_kwargs(env_kwargs)
 
         self.options = options
         self.path = os.fspath(options.path)
@@ -165,6 +171,8 @@ class EpisodeRecorder(RuntimeHooks):
                 "autoreset_mode": AUTORESET_NAMES.get(contract.autoreset_mode, str(contract.autoreset_mode)),
                 "base_seed": base_seed,
                 "options": options.to_dict(),
+                **({} if stored_kwargs is None else {"env_kwargs": stored_kwargs}),
+                **({} if kwargs_note is None else {"env_kwargs_note": kwargs_note}),
             }
         )
         self._file.flush()
@@ -421,3 +429,24 @@ def _record_from_event(event: EpisodeCompletedEvent) -> EpisodeRecord:
         truncated=event.truncated,
         duration_ms=event.duration_ms,
     )
+
+
+def _storable_kwargs(env_kwargs: Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, str | None]:
+    """``(kwargs to store, None)``, or ``(None, why they are not stored)`` when msgpack cannot encode them."""
+    if env_kwargs is None:
+        return None, None
+    if not isinstance(env_kwargs, Mapping) or not all(isinstance(key, str) for key in env_kwargs):
+        raise TypeError(
+            f"EpisodeRecorder: env_kwargs must be a mapping of str keys or None, got {env_kwargs!r}"
+        )
+    kwargs = dict(env_kwargs)
+    try:
+        new_packer().pack(kwargs)
+    except (TypeError, ValueError, OverflowError) as exc:
+        note = (
+            f"env_kwargs {sorted(kwargs)} were not stored (msgpack cannot encode them: {exc}); "
+            "replay_episode needs env="
+        )
+        warnings.warn(f"EpisodeRecorder: {note}", RuntimeWarning, stacklevel=3)
+        return None, note
+    return kwargs, None

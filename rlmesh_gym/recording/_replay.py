@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from rlmesh_gym.proto import spaces_pb2
-from rlmesh_gym.recording._reader import RecordedEpisode, Recording, load_recording
+from rlmesh_gym.recording._reader import RecordedEpisode, Recording, RecordingHeader, load_recording
 
 __all__ = ["ReplayDivergence", "ReplayResult", "replay_episode"]
 
@@ -79,8 +79,8 @@ def replay_episode(
     Args:
         recording: a loaded :class:`Recording` or the path of a recording file.
         episode: an index into ``recording.episodes``, an episode id, or the episode itself.
-        env: a gymnasium ``Env`` (reset with the seed, not closed), an env id, or ``None`` for
-            the recording's env id.
+        env: a gymnasium ``Env`` (reset with the seed, not closed), an env id (made without
+            kwargs), or ``None`` for the recording's env id made with its stored ``env_kwargs``.
         policy: a callable mapping one observation to one action, used instead of the
             recorded actions (required when the episode was recorded with a step stride > 1).
         atol: absolute tolerance for float observations and rewards (0: exact).
@@ -117,7 +117,7 @@ def replay_episode(
             f"{loaded.header.options.get('step_stride')} ({len(chosen.steps)} of {length} steps): the "
             "actions of the skipped steps are unknown; pass policy= to regenerate them"
         )
-    gym_env, owned = _make_env(env, loaded.header.env_id)
+    gym_env, owned = _make_env(env, loaded.header)
     try:
         return _replay(gym_env, chosen, loaded.header.action_space, policy, atol)
     finally:
@@ -125,16 +125,20 @@ def replay_episode(
             gym_env.close()
 
 
-def _make_env(env: Any, env_id: str) -> tuple[Any, bool]:
+def _make_env(env: Any, header: RecordingHeader) -> tuple[Any, bool]:
     import gymnasium
 
+    kwargs: dict[str, Any] = {}
     if env is None:
-        if not env_id:
+        if not header.env_id:
             raise ValueError("the recording stores no env id (it was made from an env object); pass env=")
-        env = env_id
+        if header.env_kwargs_note is not None:
+            raise ValueError(f"the recording's env cannot be remade: {header.env_kwargs_note}")
+        env = header.env_id
+        kwargs = dict(header.env_kwargs or {})
     if isinstance(env, str):
         try:
-            return gymnasium.make(env), True
+            return gymnasium.make(env, **kwargs), True
         except gymnasium.error.Error as exc:
             raise ValueError(f"cannot make env {env!r} for the replay: {exc}") from exc
     if not isinstance(env, gymnasium.Env):

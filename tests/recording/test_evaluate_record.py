@@ -68,6 +68,35 @@ def test_evaluate_records_frames_of_chosen_lanes(rec_path):
         else:
             assert episode.frames is None
     assert any(episode.lane == 1 for episode in recording.episodes)
+    assert recording.header.env_kwargs == {}  # render_mode is not part of the episode
+
+
+def test_replay_makes_the_env_with_the_evaluation_env_kwargs(rec_path):
+    evaluate(
+        "CartPole-v1",
+        "random",
+        episodes=4,
+        num_envs=2,
+        seed=0,
+        autoreset="disabled",
+        record=rec_path,
+        progress=False,
+        env_kwargs={"max_episode_steps": 8},
+    )
+    recording = load_recording(rec_path)
+    assert recording.header.env_kwargs == {"max_episode_steps": 8}
+    assert recording.episodes and all(e.length == 8 and e.record.truncated for e in recording.episodes)
+    for index in range(len(recording.episodes)):
+        result = replay_episode(recording, index)
+        assert result.match, str(result)
+        assert result.replayed_length == 8
+    # An explicit env id overrides the stored env (made without kwargs: CartPole runs past step 8).
+    result = replay_episode(recording, 0, env="CartPole-v1")
+    assert (result.divergence.step, result.divergence.field, result.divergence.replayed) == (
+        7,
+        "truncated",
+        False,
+    )
 
 
 def test_cli_eval_record_writes_a_recording_episodes_can_read(rec_path, capsys):

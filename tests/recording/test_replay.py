@@ -199,3 +199,28 @@ def test_bad_episode_keys_and_envs(rec_path):
         replay_episode(recording, 0, env="NoSuchEnv-v0")
     with pytest.raises(ValueError, match="atol must be a float >= 0"):
         replay_episode(recording, 0, atol=-1)
+
+
+def test_env_kwargs_msgpack_cannot_encode_are_noted_and_replay_needs_env(rec_path):
+    env = GymVectorEnv.make("CartPole-v1", num_envs=1, autoreset="disabled")
+    kwargs = {"max_episode_steps": 500, "callback": lambda: None}
+    with pytest.warns(
+        RuntimeWarning, match=r"env_kwargs \['callback', 'max_episode_steps'\] were not stored"
+    ):
+        recorder = EpisodeRecorder(rec_path, env.contract, base_seed=3, env_kwargs=kwargs)
+    with recorder:
+        run_session(env, [recorder], max_episodes=1, base_seed=3, action_space=gym.spaces.Discrete(2))
+    recording = load_recording(rec_path)
+    assert recording.header.env_kwargs is None
+    assert "msgpack cannot encode them" in recording.header.env_kwargs_note
+    with pytest.raises(ValueError, match="the recording's env cannot be remade: env_kwargs .* needs env="):
+        replay_episode(recording, 0)
+    assert replay_episode(recording, 0, env="CartPole-v1").match
+
+
+def test_env_kwargs_are_optional_in_the_header_and_checked(rec_path):
+    recording = _cartpole(rec_path)  # written without env_kwargs: no header key, as older files
+    assert recording.header.env_kwargs is None and recording.header.env_kwargs_note is None
+    env = GymVectorEnv.make("CartPole-v1", num_envs=1)
+    with pytest.raises(TypeError, match="env_kwargs must be a mapping of str keys or None"):
+        EpisodeRecorder(rec_path, env.contract, env_kwargs={1: 2})
