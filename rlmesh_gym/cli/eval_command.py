@@ -14,6 +14,7 @@ DEFAULT_ENV_ID = "CartPole-v1"
 DEFAULT_EPISODES = 100
 DEFAULT_NUM_ENVS = 8
 DEFAULT_SEED = 0
+DEFAULT_REQUEST_TIMEOUT = 300.0  # seconds; the runtime's default env/model limits
 
 
 def register(subparsers: Any) -> None:
@@ -94,6 +95,14 @@ def register(subparsers: Any) -> None:
         "(tokens for either server come from $RLMESH_GYM_TOKEN)",
     )
     parser.add_argument(
+        "--request-timeout",
+        type=float,
+        default=DEFAULT_REQUEST_TIMEOUT,
+        metavar="SECONDS",
+        help="with --env-address/--policy-address: how long to wait for each reply "
+        f"(default: {DEFAULT_REQUEST_TIMEOUT:g})",
+    )
+    parser.add_argument(
         "--allow-pickle",
         action="store_true",
         help="allow a --policy file holding a whole pickled module (runs code from the file)",
@@ -107,6 +116,10 @@ def run(args: argparse.Namespace) -> int:
         return report_error(f"--episodes must be at least 1, got {args.episodes}", 2)
     if args.num_envs < 1:
         return report_error(f"--num-envs must be at least 1, got {args.num_envs}", 2)
+    if not args.request_timeout > 0:
+        return report_error(
+            f"--request-timeout must be a positive number of seconds, got {args.request_timeout}", 2
+        )
     if args.max_steps is not None and args.max_steps < 1:
         return report_error(f"--max-steps must be at least 1, got {args.max_steps}", 2)
     if args.env_address is not None or args.policy_address is not None:

@@ -25,7 +25,7 @@ from typing import Any
 from rlmesh_gym.cli._env_arguments import add_autoreset_argument, add_vectorization_argument
 from rlmesh_gym.cli._report import report_error, report_warning
 
-__all__ = ["REMOTE_REQUEST_TIMEOUT", "register", "run_remote_eval", "run_serve_env", "run_serve_policy"]
+__all__ = ["register", "run_remote_eval", "run_serve_env", "run_serve_policy"]
 
 DEFAULT_ENV_ADDRESS = "127.0.0.1:50051"
 DEFAULT_MODEL_ADDRESS = "127.0.0.1:50052"
@@ -348,10 +348,6 @@ def run_remote_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-REMOTE_REQUEST_TIMEOUT = 300.0
-"""Seconds ``eval --env-address/--policy-address`` waits for each reply (the runtime's default limits)."""
-
-
 class _UsageError(ValueError):
     """A command line that cannot work, found before anything was connected."""
 
@@ -366,9 +362,7 @@ async def _remote_eval(args: argparse.Namespace) -> Any:
     owned_env = False
     try:
         if args.env_address is not None:
-            env = await RemoteEnv.connect(
-                args.env_address, token=token, request_timeout=REMOTE_REQUEST_TIMEOUT
-            )
+            env = await RemoteEnv.connect(args.env_address, token=token, request_timeout=args.request_timeout)
         else:
             env = _build_env(
                 args.env_id,
@@ -384,7 +378,7 @@ async def _remote_eval(args: argparse.Namespace) -> Any:
                 args.policy_address,
                 token=token,
                 contract=env.contract,
-                request_timeout=REMOTE_REQUEST_TIMEOUT,
+                request_timeout=args.request_timeout,
             )
             policy: Any = model
         else:

@@ -122,6 +122,10 @@ def test_eval_module_attr_policy(capsys, tmp_path, monkeypatch):
         (("eval", "--episodes", "0"), "--episodes must be at least 1, got 0"),
         (("eval", "--num-envs", "0"), "--num-envs must be at least 1, got 0"),
         (("eval", "--max-steps", "0"), "--max-steps must be at least 1, got 0"),
+        (
+            ("eval", "--request-timeout", "0"),
+            "--request-timeout must be a positive number of seconds, got 0.0",
+        ),
         (("inspect", "NoSuchEnv-v9"), "unknown env id 'NoSuchEnv-v9'"),
     ],
 )

@@ -10,7 +10,7 @@ import gymnasium as gym
 import rlmesh
 from _serve_fakes import CountingEnv, run
 
-from rlmesh_gym.cli import main
+from rlmesh_gym.cli import build_parser, main
 from rlmesh_gym.envs import GymVectorEnv
 from rlmesh_gym.evaluation import evaluate
 from rlmesh_gym.policies import TorchPolicy
@@ -122,24 +122,18 @@ def test_eval_remote_errors_are_named(capsys):
     assert code == 2 and "either --policy or --policy-address" in err
 
 
-def test_eval_env_address_gives_up_on_a_hung_server_after_the_default_request_timeout(
-    capsys, monkeypatch, no_leaked_threads
-):
-    from rlmesh_gym.cli import serve_command
-
+def test_eval_env_address_gives_up_on_a_hung_server_after_the_request_timeout(capsys, no_leaked_threads):
     class HangingEnv(CountingEnv):
         async def reset(self, request):
             await asyncio.sleep(60)
             return await super().reset(request)
 
-    assert serve_command.REMOTE_REQUEST_TIMEOUT == 300.0
-    monkeypatch.setattr(serve_command, "REMOTE_REQUEST_TIMEOUT", 0.5)
+    assert build_parser().parse_args(["eval"]).request_timeout == 300.0  # the default
 
     async def scenario():
         async with EnvServer(HangingEnv()) as server:
-            return await asyncio.to_thread(
-                eval_json, ["--env-address", server.address, "--policy", "random", "--episodes", "1"], capsys
-            )
+            argv = ["--env-address", server.address, "--policy", "random", "--episodes", "1"]
+            return await asyncio.to_thread(eval_json, [*argv, "--request-timeout", "0.5"], capsys)
 
     code, _, err = run(scenario(), timeout=60)
     assert code == 1, err
