@@ -68,6 +68,7 @@ def _render(recording: Any, limit: int | None) -> str:
         f"lanes       {header.num_envs} (recorded: {lanes})",
         f"autoreset   {header.autoreset_mode}",
         f"base seed   {header.base_seed}",
+        f"env kwargs  {_env_kwargs_text(header)}",
         f"options     step_stride={options.get('step_stride')} observations={options.get('observations')} "
         f"frame_lanes={list(frame_lanes)} frame_stride={options.get('frame_stride')}",
     ]
@@ -117,3 +118,12 @@ def _render(recording: Any, limit: int | None) -> str:
         )
         lines.append(f"length      mean {stats['length_mean']:.1f}")
     return "\n".join(lines)
+
+
+def _env_kwargs_text(header: Any) -> str:
+    """The env's make kwargs as replay will use them, or why there are none."""
+    if header.env_kwargs:
+        return ", ".join(f"{key}={value!r}" for key, value in sorted(header.env_kwargs.items()))
+    if header.env_kwargs_note:
+        return f"not stored ({header.env_kwargs_note})"
+    return "none"

@@ -27,6 +27,7 @@ def test_episodes_prints_header_table_and_aggregate(rec_path, capsys):
     assert "lanes       2 (recorded: 0, 1)" in lines
     assert "autoreset   disabled" in lines
     assert "base seed   5" in lines
+    assert "env kwargs  none" in lines
     assert "options     step_stride=2 observations=True frame_lanes=[] frame_stride=1" in lines
     assert "session     rec-test route route-0" in lines
     assert any(line.startswith("ended       completed requested episodes") for line in lines)
@@ -85,3 +86,13 @@ def test_errors_are_one_line_with_exit_code_2(tmp_path, capsys):
     assert "Traceback" not in err
     assert main(["episodes", str(bogus), "--limit", "-1"]) == 2
     assert "--limit must be at least 0, got -1" in capsys.readouterr().err
+
+
+def test_episodes_prints_the_env_kwargs_replay_uses(rec_path, capsys):
+    space = SPACES["discrete"]
+    env, _ = make_env(space, num_envs=1, autoreset="disabled")
+    kwargs = {"max_episode_steps": 8, "tag": "x"}
+    with EpisodeRecorder(rec_path, env.contract, env_id="Scripted-v0", env_kwargs=kwargs) as recorder:
+        run_session(env, [recorder], max_episodes=1, base_seed=1, action_space=space)
+    assert main(["episodes", str(rec_path)]) == 0
+    assert "env kwargs  max_episode_steps=8, tag='x'" in capsys.readouterr().out.splitlines()
