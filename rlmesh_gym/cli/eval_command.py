@@ -136,7 +136,10 @@ def run(args: argparse.Namespace) -> int:
             return report_error(f"unknown env id {args.env_id!r}: {exc}", 2)
         from rlmesh_gym.evaluation._resolve import shipped_policy
 
-        policy = shipped_policy(args.env_id)
+        try:
+            policy = shipped_policy(args.env_id)
+        except ImportError as exc:
+            return report_error(str(exc), 2)
         if policy is None:
             return report_error(
                 f"no --policy given and no shipped policy for {args.env_id!r}; pass --policy PATH, "

@@ -301,14 +301,13 @@ def _contract_of(env_id: str) -> Any:
 
 def _load_policy(args: argparse.Namespace) -> Any:
     """An unbound RuntimeModel for POLICY; it gets its spaces later through ``bind``."""
-    from rlmesh_gym.evaluation._resolve import resolve_policy
+    from rlmesh_gym.evaluation._resolve import pretrained_module, resolve_policy
 
     if args.policy.startswith("pretrained:"):
-        from rlmesh_gym.policies.pretrained import PRETRAINED
-
+        shipped = pretrained_module().PRETRAINED
         name = args.policy.removeprefix("pretrained:")
-        if name not in PRETRAINED:
-            raise ValueError(f"no shipped policy {name!r}; shipped: {', '.join(sorted(PRETRAINED))}")
+        if name not in shipped:
+            raise ValueError(f"no shipped policy {name!r}; shipped: {', '.join(sorted(shipped))}")
     return resolve_policy(
         args.policy,
         None,

@@ -226,11 +226,23 @@ def describe_policy(policy: Any) -> str:
     return cls.__qualname__
 
 
+def pretrained_module() -> Any:
+    """``rlmesh_gym.policies.pretrained``; an ``ImportError`` saying how to get torch without it."""
+    try:
+        from rlmesh_gym.policies import pretrained
+    except ModuleNotFoundError as exc:
+        if exc.name != "torch":
+            raise
+        raise ImportError(
+            "the shipped policies are torch modules, and torch is not installed: "
+            "pip install 'rlmesh-gym[torch]'"
+        ) from exc
+    return pretrained
+
+
 def shipped_policy(env_id: str) -> str | None:
     """The ``"pretrained:NAME"`` reference of the policy shipped for ``env_id``, or ``None``."""
-    from rlmesh_gym.policies.pretrained import PRETRAINED
-
-    for name, entry in sorted(PRETRAINED.items()):
+    for name, entry in sorted(pretrained_module().PRETRAINED.items()):
         if entry.env_id == env_id:
             return f"{_PRETRAINED_PREFIX}{name}"
     return None
@@ -318,10 +330,9 @@ def resolve_policy(
 
             return RandomPolicy(seed, contract)
         if policy.startswith(_PRETRAINED_PREFIX):
-            from rlmesh_gym.policies import TorchPolicy
-            from rlmesh_gym.policies.pretrained import load_pretrained
+            module = pretrained_module().load_pretrained(policy[len(_PRETRAINED_PREFIX) :])
+            from rlmesh_gym.policies import TorchPolicy  # after the check that torch is there
 
-            module = load_pretrained(policy[len(_PRETRAINED_PREFIX) :])
             return TorchPolicy(module, contract, device=device, deterministic=deterministic, seed=seed)
         if os.path.exists(policy):
             return _load_path(

@@ -215,3 +215,20 @@ def test_module_entry_point_runs_in_a_subprocess(tmp_path):
     assert completed.returncode == 0, completed.stderr
     assert json.loads(completed.stdout)["summary"]["episodes"] == 2
     assert Path(record).stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["eval", "--no-progress"], ["eval", "--policy", "pretrained:cartpole", "--no-progress"]],
+)
+def test_shipped_policy_without_torch_is_a_clear_error(argv):
+    code = (
+        "import sys\n"
+        "sys.modules['torch'] = None  # as if torch were not installed\n"
+        "from rlmesh_gym.cli import main\n"
+        f"sys.exit(main({argv!r}))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 2, result.stderr
+    assert "torch is not installed: pip install 'rlmesh-gym[torch]'" in result.stderr
+    assert "Traceback" not in result.stderr
