@@ -61,6 +61,15 @@ def describe_value(value: object) -> str:
     return f"{type(value).__name__} {value!r:.60}"
 
 
+def check_dict_keys(path: str, value: Mapping, keys: Sequence[str], expected: str) -> None:
+    """Raise ``ActionMismatch`` unless ``value`` has exactly the Dict action space's ``keys``."""
+    missing = [key for key in keys if key not in value]
+    extra = sorted(str(key) for key in value if key not in keys)
+    if missing or extra:
+        detail = f"missing keys {missing}" if missing else f"unexpected keys {extra}"
+        raise ActionMismatch(path, value, expected, detail)
+
+
 def _first_bad(values: np.ndarray, bad: np.ndarray) -> object:
     return values[bad].reshape(-1)[0].item()
 
@@ -252,12 +261,7 @@ class ActionPlan:
         if self.kind == "dict":
             if not isinstance(values, Mapping):
                 raise ActionMismatch(path, values, self.expected(rows))
-            keys = [key for key, _ in self.children]
-            missing = [key for key in keys if key not in values]
-            extra = sorted(str(key) for key in values if key not in keys)
-            if missing or extra:
-                detail = f"missing keys {missing}" if missing else f"unexpected keys {extra}"
-                raise ActionMismatch(path, values, self.expected(rows), detail)
+            check_dict_keys(path, values, [key for key, _ in self.children], self.expected(rows))
             return {
                 key: child.check(values[key], rows, f"{path}[{key!r}]", clip=clip)
                 for key, child in self.children

@@ -21,7 +21,13 @@ from torch.distributions import (
     TransformedDistribution,
 )
 
-from rlmesh_gym.policies._actions import ActionMismatch, ActionPlan, LeafPlan, describe_value
+from rlmesh_gym.policies._actions import (
+    ActionMismatch,
+    ActionPlan,
+    LeafPlan,
+    check_dict_keys,
+    describe_value,
+)
 from rlmesh_gym.policies._contract import ContractOrSpaces, PolicySpaces
 from rlmesh_gym.policies._model import PolicyModel
 from rlmesh_gym.policies._spaces import RAW_KINDS
@@ -307,12 +313,7 @@ class _ActionResolver:
         if self.kind == "dict":
             if not isinstance(output, Mapping):
                 raise ActionMismatch(path, output, self.expected(rows))
-            keys = [key for key, _ in self.children]
-            missing = [key for key in keys if key not in output]
-            extra = sorted(str(key) for key in output if key not in keys)
-            if missing or extra:
-                detail = f"missing keys {missing}" if missing else f"unexpected keys {extra}"
-                raise ActionMismatch(path, output, self.expected(rows), detail)
+            check_dict_keys(path, output, [key for key, _ in self.children], self.expected(rows))
             return {
                 key: child.resolve(output[key], rows, f"{path}[{key!r}]", generator)
                 for key, child in self.children
