@@ -15,8 +15,7 @@ from _serve_fakes import run
 from rlmesh import _rlmesh as b3
 
 from rlmesh_gym.envs import GymVectorEnv
-from rlmesh_gym.policies import CallablePolicy, RandomPolicy, TorchPolicy
-from rlmesh_gym.policies.pretrained import load_pretrained
+from rlmesh_gym.policies import CallablePolicy, RandomPolicy
 from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.runtime import RuntimeDriver, RuntimeHooks, RuntimeSessionSpec
 from rlmesh_gym.runtime.seams import RuntimeEnv, RuntimeEnvReset, RuntimeEnvStep
@@ -227,6 +226,10 @@ def test_our_driver_with_remote_env_completes_episodes_against_rlmesh_env_server
 
 
 def test_our_driver_with_remote_model_matches_the_in_process_torch_policy(no_leaked_threads):
+    pytest.importorskip("torch")  # the only torch test here; the rest of the file runs without it
+    from rlmesh_gym.policies import TorchPolicy
+    from rlmesh_gym.policies.pretrained import load_pretrained
+
     async def scenario():
         env = GymVectorEnv.make("CartPole-v1", num_envs=4)
         served_policy = TorchPolicy(load_pretrained("cartpole"))  # spaces come from ConfigureRoute
