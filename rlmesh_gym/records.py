@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rlmesh_gym.proto import env_pb2
-from rlmesh_gym.spaces.meta import from_meta_map
+from rlmesh_gym.proto import env_pb2, spaces_pb2
+from rlmesh_gym.runtime.message_form import completed_episode
+from rlmesh_gym.runtime.seams import CompletedEpisode
+from rlmesh_gym.spaces.meta import from_meta_map, to_meta_map
 
 __all__ = ["EpisodeRecord"]
 
@@ -35,24 +38,38 @@ class EpisodeRecord:
     @classmethod
     def from_metadata(cls, metadata: env_pb2.EpisodeMetadata) -> EpisodeRecord:
         """The record of an env's ``EpisodeMetadata`` (as in ``StepResponse.completed_episodes``)."""
-        success = None
-        if metadata.HasField("final_info") and "is_success" in metadata.final_info.entries:
-            value = from_meta_map(metadata.final_info).get("is_success")
-            success = None if value is None else bool(value)
+        return cls.from_episode(completed_episode(metadata))
+
+    @classmethod
+    def from_episode(cls, episode: CompletedEpisode) -> EpisodeRecord:
+        """The record of a finished episode in array form (``EpisodeCompletedEvent.episode``)."""
         return cls(
-            lane=metadata.env_index,
-            episode_id=metadata.episode_id,
-            seed=metadata.seed if metadata.HasField("seed") else None,
-            episode_return=metadata.cumulative_reward,
-            length=metadata.step_count,
-            terminated=metadata.terminated,
-            truncated=metadata.truncated,
-            duration_ms=metadata.duration_ms,
-            success=success,
-            start_timestamp_ns=metadata.start_timestamp_ns,
-            end_timestamp_ns=metadata.end_timestamp_ns,
+            lane=episode.env_index,
+            episode_id=episode.episode_id,
+            seed=episode.seed,
+            episode_return=episode.cumulative_reward,
+            length=episode.step_count,
+            terminated=episode.terminated,
+            truncated=episode.truncated,
+            duration_ms=episode.duration_ms,
+            success=_success(episode.final_info),
+            start_timestamp_ns=episode.start_timestamp_ns,
+            end_timestamp_ns=episode.end_timestamp_ns,
         )
 
     def to_dict(self) -> dict[str, Any]:
         """The record as a JSON-ready dict."""
         return asdict(self)
+
+
+def _success(final_info: Mapping[str, Any] | spaces_pb2.MetaMap | None) -> bool | None:
+    """``final_info["is_success"]`` as it reads after the wire (``None`` when absent)."""
+    if final_info is None or "is_success" not in (
+        final_info.entries if isinstance(final_info, spaces_pb2.MetaMap) else final_info
+    ):
+        return None
+    if not isinstance(final_info, spaces_pb2.MetaMap):
+        # Only this key crosses, so in-process and served envs read the same value.
+        final_info = to_meta_map({"is_success": final_info["is_success"]}, name="final_info")
+    value = from_meta_map(final_info).get("is_success")
+    return None if value is None else bool(value)

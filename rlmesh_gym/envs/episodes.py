@@ -1,9 +1,9 @@
-"""Per-lane episode ids and :class:`EpisodeMetadata` book-keeping of a vector env (wire.md §7).
+"""Per-lane episode ids and ``EpisodeMetadata`` book-keeping of a vector env (wire.md §7).
 
 The env side owns episode ids: a fresh UUIDv4 per lane at every reset and at every autoreset
 roll. :class:`LaneEpisodes` keeps, for each lane, the current id, the seed it was reset with,
 the counted steps and return, and the start timestamps, and turns finished episodes into
-``EpisodeMetadata`` messages. It knows nothing about gymnasium; the adapter feeds it the
+:class:`~rlmesh_gym.runtime.seams.CompletedEpisode` records (``EpisodeMetadata`` in array form). It knows nothing about gymnasium; the adapter feeds it the
 reward and done masks of each step.
 
 Lane lifecycle (one of three states):
@@ -27,10 +27,9 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
-from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
-from rlmesh_gym._wire import length_delimited
 from rlmesh_gym.proto import env_pb2
+from rlmesh_gym.runtime.seams import CompletedEpisode
 
 __all__ = ["INTERRUPTED_BUFFER_LIMIT", "LaneEpisodes", "new_episode_id"]
 
@@ -40,10 +39,6 @@ INTERRUPTED_BUFFER_LIMIT = 100
 _NEXT_STEP = env_pb2.AUTORESET_MODE_NEXT_STEP
 _SAME_STEP = env_pb2.AUTORESET_MODE_SAME_STEP
 _MODES = (env_pb2.AUTORESET_MODE_NEXT_STEP, env_pb2.AUTORESET_MODE_SAME_STEP, env_pb2.AUTORESET_MODE_DISABLED)
-
-
-_ID_TAG = b"\x3a"  # StepResponse.episode_ids (7, length-delimited)
-_EMPTY_ID_FIELD = length_delimited(_ID_TAG, b"")
 
 _ID_POOL_BYTES = 16 * 256
 _id_pool = bytearray()
@@ -80,14 +75,12 @@ class LaneEpisodes:
     >>> from rlmesh_gym.proto import env_pb2
     >>> book = LaneEpisodes(2, env_pb2.AUTORESET_MODE_DISABLED)
     >>> book.start([0, 1], [7, None])
-    >>> response = env_pb2.StepResponse()
-    >>> done = book.record_step(np.array([1.0, 2.0]), np.array([True, False]), np.array([False, False]),
-    ...                         response.completed_episodes)
-    >>> [(m.env_index, m.seed, m.step_count, m.cumulative_reward, m.terminated)
-    ...  for m in response.completed_episodes]
+    >>> completed, finished = book.record_step(np.array([1.0, 2.0]), np.array([True, False]),
+    ...                                        np.array([False, False]))
+    >>> [(e.env_index, e.seed, e.step_count, e.cumulative_reward, e.terminated) for e in completed]
     [(0, 7, 1, 1.0, True)]
-    >>> [lane for lane, _ in done], book.ids[0] != "", book.idle_lanes().tolist()
-    ([0], True, [0])
+    >>> finished == completed, book.ids[0] != "", book.idle_lanes().tolist()
+    (True, True, [0])
     """
 
     def __init__(self, num_envs: int, autoreset_mode: int) -> None:
@@ -100,9 +93,6 @@ class LaneEpisodes:
         self.num_envs = num_envs
         self.autoreset_mode = autoreset_mode
         self._ids: list[str] = [""] * num_envs
-        # encoded_ids(): each lane's encoded id, and their concatenation (dropped when an id changes).
-        self._id_fields: list[bytes] = [_EMPTY_ID_FIELD] * num_envs
-        self._ids_field: bytes | None = None
         self._seeds: list[int | None] = [None] * num_envs
         self._active = np.zeros(num_envs, dtype=np.bool_)
         self._all_active = False
@@ -116,22 +106,13 @@ class LaneEpisodes:
         self._start_mono_ns = [0] * num_envs
         # DISABLED lanes that finished last step: their id is shown once more, then cleared.
         self._stale: list[int] = []
-        self._interrupted: list[env_pb2.EpisodeMetadata] = []
+        self._interrupted: list[CompletedEpisode] = []
         self._warned_reset_reward = False
 
     @property
     def ids(self) -> list[str]:
         """The episode id of every lane as a response reports it (``""`` for an idle lane)."""
         return list(self._ids)
-
-    def encoded_ids(self) -> bytes:
-        """:attr:`ids` encoded as the repeated string field ``StepResponse.episode_ids`` (7).
-
-        Cached until an id changes, so a step whose ids did not roll encodes nothing.
-        """
-        if self._ids_field is None:
-            self._ids_field = b"".join(self._id_fields)
-        return self._ids_field
 
     @property
     def all_active(self) -> bool:
@@ -155,7 +136,7 @@ class LaneEpisodes:
         wall, mono = time.time_ns(), time.monotonic_ns()
         for lane, seed in zip(lanes, seeds, strict=True):
             if self._active[lane]:
-                self._buffer_interrupted(self._fill(env_pb2.EpisodeMetadata(), lane, False, True, wall, mono))
+                self._buffer_interrupted(self._completed(lane, False, True, wall, mono))
             self._begin(lane, seed, wall, mono)
         self._pending[list(lanes)] = False
         self._any_pending = bool(self._pending.any())
@@ -166,17 +147,15 @@ class LaneEpisodes:
         rewards: np.ndarray,
         terminated: np.ndarray,
         truncated: np.ndarray,
-        completed: RepeatedCompositeFieldContainer[env_pb2.EpisodeMetadata],
         *,
         any_done: bool | None = None,
-    ) -> list[tuple[int, env_pb2.EpisodeMetadata]]:
-        """Account one step of every lane and append the finished episodes to ``completed``.
+    ) -> tuple[list[CompletedEpisode], list[CompletedEpisode]]:
+        """Account one step of every lane: ``(completed, finished)``.
 
         ``rewards`` (float64), ``terminated`` and ``truncated`` (bool) have one entry per lane.
-        ``completed`` is a repeated ``EpisodeMetadata`` field (``StepResponse.completed_episodes``):
-        interrupted episodes waiting from earlier resets come first, then the episodes finished on
-        this step in lane order. Returns ``(lane, entry)`` for each episode finished on this step
-        (not the interrupted ones), so the caller can fill its ``final_info``.
+        ``completed`` is what the step reports: interrupted episodes waiting from earlier resets
+        first, then the episodes finished on this step in lane order; ``finished`` is that
+        second part (whose ``final_info`` the caller fills).
 
         Raises ``ValueError`` (and changes nothing) when a NEXT_STEP lane that is waiting for its
         autoreset reports done. A reward on that reset step is not counted (wire.md §7.2); a
@@ -190,7 +169,7 @@ class LaneEpisodes:
             # The common step: every running episode goes on, nothing to complete or clear.
             self._tick += 1
             self._returns += rewards
-            return []
+            return [], []
         done = terminated | truncated
         if self._any_pending:
             broken = self._pending & done
@@ -204,6 +183,7 @@ class LaneEpisodes:
             if not self._warned_reset_reward:
                 self._warn_reset_reward(rewards)
         self._clear_stale()
+        completed: list[CompletedEpisode] = []
         if self._interrupted:
             completed.extend(self._interrupted)
             self._interrupted.clear()
@@ -214,7 +194,7 @@ class LaneEpisodes:
         finished = done.nonzero()[0] if self._all_active else (done & self._active).nonzero()[0]
 
         if not self._any_pending and not finished.size:
-            return []
+            return completed, []
 
         wall, mono = time.time_ns(), time.monotonic_ns()
         if self._any_pending:
@@ -222,12 +202,9 @@ class LaneEpisodes:
                 self._begin(lane, None, wall, mono)
             self._pending[:] = False
             self._any_pending = False
-        entries = []
+        ended = []
         for lane in finished.tolist():
-            entry = self._fill(
-                completed.add(), lane, bool(terminated[lane]), bool(truncated[lane]), wall, mono
-            )
-            entries.append((lane, entry))
+            ended.append(self._completed(lane, bool(terminated[lane]), bool(truncated[lane]), wall, mono))
             self._active[lane] = False
             if self.autoreset_mode == _NEXT_STEP:
                 self._pending[lane] = True
@@ -237,9 +214,10 @@ class LaneEpisodes:
             else:
                 self._stale.append(lane)
         self._all_active = bool(self._active.all())
-        return entries
+        completed.extend(ended)
+        return completed, ended
 
-    def drain(self) -> list[env_pb2.EpisodeMetadata]:
+    def drain(self) -> list[CompletedEpisode]:
         """End every running episode as truncated and return them after the waiting interrupted ones.
 
         This is what a ``CloseResponse.final_episodes`` carries. Afterwards every lane is idle.
@@ -248,21 +226,17 @@ class LaneEpisodes:
         episodes = list(self._interrupted)
         self._interrupted.clear()
         for lane in np.flatnonzero(self._active).tolist():
-            episodes.append(self._fill(env_pb2.EpisodeMetadata(), lane, False, True, wall, mono))
+            episodes.append(self._completed(lane, False, True, wall, mono))
         self._active[:] = False
         self._all_active = False
         self._pending[:] = False
         self._any_pending = False
         self._stale.clear()
         self._ids = [""] * self.num_envs
-        self._id_fields = [_EMPTY_ID_FIELD] * self.num_envs
-        self._ids_field = None
         return episodes
 
     def _begin(self, lane: int, seed: int | None, wall: int, mono: int) -> None:
-        episode_id = self._ids[lane] = new_episode_id()
-        self._id_fields[lane] = length_delimited(_ID_TAG, episode_id.encode())
-        self._ids_field = None
+        self._ids[lane] = new_episode_id()
         self._seeds[lane] = seed
         self._active[lane] = True
         self._start_tick[lane] = self._tick
@@ -270,28 +244,19 @@ class LaneEpisodes:
         self._start_wall_ns[lane] = wall
         self._start_mono_ns[lane] = mono
 
-    def _fill(
-        self,
-        metadata: env_pb2.EpisodeMetadata,
-        lane: int,
-        terminated: bool,
-        truncated: bool,
-        wall: int,
-        mono: int,
-    ) -> env_pb2.EpisodeMetadata:
-        metadata.episode_id = self._ids[lane]
-        metadata.env_index = lane
-        metadata.step_count = self._tick - self._start_tick[lane]
-        metadata.cumulative_reward = float(self._returns[lane])
-        metadata.terminated = terminated
-        metadata.truncated = truncated
-        metadata.start_timestamp_ns = self._start_wall_ns[lane]
-        metadata.end_timestamp_ns = wall
-        metadata.duration_ms = (mono - self._start_mono_ns[lane]) // 1_000_000
-        seed = self._seeds[lane]
-        if seed is not None:
-            metadata.seed = seed
-        return metadata
+    def _completed(self, lane: int, terminated: bool, truncated: bool, wall: int, mono: int) -> CompletedEpisode:
+        return CompletedEpisode(
+            self._ids[lane],
+            lane,
+            self._tick - self._start_tick[lane],
+            float(self._returns[lane]),
+            terminated,
+            truncated,
+            self._start_wall_ns[lane],
+            wall,
+            (mono - self._start_mono_ns[lane]) // 1_000_000,
+            self._seeds[lane],
+        )
 
     def _warn_reset_reward(self, rewards: np.ndarray) -> None:
         nonzero = self._pending & (rewards != 0.0)
@@ -308,7 +273,7 @@ class LaneEpisodes:
             stacklevel=4,
         )
 
-    def _buffer_interrupted(self, metadata: env_pb2.EpisodeMetadata) -> None:
+    def _buffer_interrupted(self, metadata: CompletedEpisode) -> None:
         if len(self._interrupted) >= INTERRUPTED_BUFFER_LIMIT:
             dropped = self._interrupted.pop(0)
             warnings.warn(
@@ -324,6 +289,4 @@ class LaneEpisodes:
             for lane in self._stale:
                 if not self._active[lane]:
                     self._ids[lane] = ""
-                    self._id_fields[lane] = _EMPTY_ID_FIELD
-                    self._ids_field = None
             self._stale.clear()

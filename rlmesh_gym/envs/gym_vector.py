@@ -32,13 +32,14 @@ from gymnasium.spaces import Discrete, MultiDiscrete, Space
 from gymnasium.spaces import Tuple as TupleSpace
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
-from rlmesh_gym._wire import varint
 from rlmesh_gym.envs._infos import lane_info
 from rlmesh_gym.envs.episodes import LaneEpisodes
 from rlmesh_gym.proto import core_pb2, env_pb2, spaces_pb2
 from rlmesh_gym.runtime.errors import EnvRpcError
-from rlmesh_gym.runtime.seams import RuntimeEnv, RuntimeEnvReset, RuntimeEnvStep
+from rlmesh_gym.runtime.message_form import episode_metadata, reset_response, step_response
+from rlmesh_gym.runtime.seams import EnvResetBatch, EnvStepBatch, RuntimeEnv, RuntimeEnvReset, RuntimeEnvStep
 from rlmesh_gym.spaces import space_spec
+from rlmesh_gym.spaces.batch import SpaceBatch
 from rlmesh_gym.spaces.codec import CodecError, SpaceCodec
 from rlmesh_gym.spaces.meta import MetaConversionError, from_meta_map, to_meta_map
 
@@ -60,8 +61,6 @@ _ACCEPTED_MODES = (
     "'next_step', 'same_step' or 'disabled' (case-insensitive) or a gymnasium.vector.AutoresetMode"
 )
 _VECTORIZATIONS = ("sync", "async")
-_StepResponse = env_pb2.StepResponse
-_WIRE_FLOAT64 = np.dtype("<f8")
 _SAME_STEP_FINAL_KEYS = frozenset({"final_obs", "_final_obs", "final_info", "_final_info"})
 
 
@@ -171,12 +170,7 @@ class GymVectorEnv(RuntimeEnv):
             np.asarray(action_space.nvec, dtype=np.int64) if isinstance(action_space, MultiDiscrete) else None
         )
         self._episodes = LaneEpisodes(num_envs, _WIRE_MODE[self._mode])
-        # StepResponse field headers: rewards (2, packed), terminated_mask (3), truncated_mask (4).
-        self._step_headers = (
-            b"\x12" + varint(8 * num_envs),
-            b"\x1a" + varint(num_envs),
-            b"\x22" + varint(num_envs),
-        )
+        self._same_action_codec: SpaceCodec | None = None  # a policy's own codec of the action space
         self._no_lanes = bytes(num_envs)  # a mask with no lane set
         self._disabled_vector = self._vector and self._mode is AutoresetMode.DISABLED
         self._same_step = self._mode is AutoresetMode.SAME_STEP
@@ -280,28 +274,42 @@ class GymVectorEnv(RuntimeEnv):
     async def reset(self, request: env_pb2.ResetRequest) -> RuntimeEnvReset:
         """Reset every lane (``env_indices`` empty) or only the listed lanes (DISABLED only).
 
+        The message form of :meth:`reset_arrays`: ``options`` (a ``MetaMap``) becomes the env's
+        ``options`` dict, and the response carries the observation batch as message bytes and
+        the infos as a ``MetaMap``.
+        """
+        options = None
+        if request.HasField("options"):
+            try:
+                options = from_meta_map(request.options)
+            except (MetaConversionError, ValueError, TypeError) as error:
+                raise EnvRpcError(
+                    "env.reset", self._steps_taken, f"reset options could not be decoded: {error}", recoverable=True
+                ) from error
+        batch = await self.reset_arrays(list(request.env_indices), list(request.seeds), options)
+        return RuntimeEnvReset(self._message(reset_response, batch, "env.reset"), batch.telemetry)
+
+    async def reset_arrays(
+        self, env_indices: Sequence[int], seeds: Sequence[int], options: Mapping[str, Any] | None = None
+    ) -> EnvResetBatch:
+        """Reset every lane (``env_indices`` empty) or only the listed lanes (DISABLED only).
+
         ``seeds`` is empty (unseeded) or has one seed per reset lane, aligned with
-        ``env_indices`` for a partial reset. ``options`` becomes the env's ``options`` dict.
-        The response carries the full-width observation batch, the env's infos and one
-        episode id per lane: a fresh one for each reset lane, the current one for the others.
-        A reset lane whose episode was still running has it completed as interrupted; it is
-        reported in the next step's ``completed_episodes``.
+        ``env_indices`` for a partial reset; ``options`` is the env's ``options`` dict. The
+        result carries the full-width observation batch, the env's infos and one episode id
+        per lane: a fresh one for each reset lane, the current one for the others. A reset lane
+        whose episode was still running has it completed as interrupted; it is reported in the
+        next step's ``completed``.
         """
         operation = "env.reset"
         started = time.perf_counter_ns()
         # A whole-vector reset is gymnasium's way back to a known state after a failure (and what
         # rlmesh's env server does for its next client); steps and partial resets stay refused.
-        self._check_usable(operation, recovering=not request.env_indices)
-        lanes, lane_seeds, seed_arg, options = self._plan_reset(request)
+        self._check_usable(operation, recovering=not env_indices)
+        lanes, lane_seeds, seed_arg, env_options = self._plan_reset(env_indices, seeds, options)
         try:
-            if self._executor is None:
-                observation, infos = self._env.reset(seed=seed_arg, options=options)
-            else:
-                observation, infos = await self._offloaded(self._reset_env, seed_arg, options)
-            response = env_pb2.ResetResponse()
-            response.observation.bytes.data = self._encode_observation(observation)
-            if infos:
-                response.infos.CopyFrom(to_meta_map(infos, name="infos"))
+            observation, infos = await self._call(self._reset_env, seed_arg, env_options)
+            batch = self._observation_batch(observation)
         except EnvRpcError:
             raise
         except Exception as error:
@@ -310,80 +318,76 @@ class GymVectorEnv(RuntimeEnv):
         self._episodes.start(lanes, lane_seeds)
         self._has_reset = True
         self._ready = True
-        response.episode_ids.extend(self._episodes.ids)
-        return RuntimeEnvReset(response, _telemetry(_RESET_TELEMETRY, started))
+        return EnvResetBatch(batch, self._episodes.ids, infos or None, _telemetry(_RESET_TELEMETRY, started))
 
     async def step(self, request: env_pb2.StepRequest) -> RuntimeEnvStep:
         """Apply one action per lane and report rewards, masks, infos, ids and finished episodes.
 
-        ``request.action`` holds ``num_envs`` actions as message bytes; ``env_indices`` must be
-        empty. See the module docstring for how each autoreset mode rolls episode ids.
+        The message form of :meth:`step_arrays`: ``request.action`` holds ``num_envs`` actions
+        as message bytes; ``env_indices`` must be empty.
+        """
+        if request.env_indices:
+            self._refuse_step(self._steps_taken + 1, list(request.env_indices))
+        actions = request.action
+        batch = await self.step_arrays(
+            SpaceBatch.from_bytes(self._action_codec, actions.bytes.data, self._num_envs)
+            if actions.HasField("bytes")
+            else None
+        )
+        return RuntimeEnvStep(self._message(step_response, batch, "env.step"), batch.telemetry)
+
+    async def step_arrays(self, actions: SpaceBatch | None) -> EnvStepBatch:
+        """Apply one action per lane: rewards, masks, infos, ids and finished episodes.
+
+        ``actions`` holds ``num_envs`` actions of the action space. See the module docstring
+        for how each autoreset mode rolls episode ids. Infos and ``final_info`` are the
+        Python objects the env returned (SAME_STEP: the terminal observation and info of a
+        finished lane go to its episode's ``final_info``).
         """
         started = time.perf_counter_ns()
         step = self._steps_taken + 1
-        if (
-            not self._ready
-            or request.env_indices
-            or (self._disabled_vector and not self._episodes.all_active)
-        ):
-            self._refuse_step(request, step)
-        actions = self._decode_actions(request.action.bytes.data, step)
+        if not self._ready or (self._disabled_vector and not self._episodes.all_active):
+            self._refuse_step(step)
+        values = self._action_values(actions, step)
         try:
-            if self._executor is None:
-                observation, rewards, terminated, truncated, infos = self._step_env(actions)
-            else:
-                observation, rewards, terminated, truncated, infos = await self._offloaded(
-                    self._step_env, actions
-                )
-            observation_data = self._encode_observation(observation)
+            observation, rewards, terminated, truncated, infos = await self._call(self._step_env, values)
+            batch = self._observation_batch(observation)
             rewards, terminated, truncated = _lane_arrays(rewards, terminated, truncated, self._num_envs)
-            terminated_mask, truncated_mask = terminated.tobytes(), truncated.tobytes()
-            headers = self._step_headers
-            # Rewards and masks as encoded fields in one parse (cheaper than three field sets
-            # and a list conversion); the observation is set directly to copy it only once.
-            response = _StepResponse.FromString(
-                b"".join(
-                    (
-                        headers[0],
-                        rewards.astype(_WIRE_FLOAT64, copy=False).tobytes(),  # packed doubles
-                        headers[1],
-                        terminated_mask,
-                        headers[2],
-                        truncated_mask,
-                    )
-                )
-            )
-            response.observation.bytes.data = observation_data
             no_lanes = self._no_lanes
-            finished = self._episodes.record_step(
+            completed, finished = self._episodes.record_step(
                 rewards,
                 terminated,
                 truncated,
-                response.completed_episodes,
-                any_done=terminated_mask != no_lanes or truncated_mask != no_lanes,
+                any_done=terminated.tobytes() != no_lanes or truncated.tobytes() != no_lanes,
             )
-            # The ids after this step's rolls; merging appends them to the empty repeated field.
-            response.MergeFromString(self._episodes.encoded_ids())
             if infos:
+                for episode in finished:
+                    episode.final_info = self._final_info(infos, episode.env_index) or None
                 if self._same_step and finished:
-                    # The terminal obs/info move into each finished episode's final_info.
-                    step_infos = {
-                        key: value for key, value in infos.items() if key not in _SAME_STEP_FINAL_KEYS
-                    }
-                else:
-                    step_infos = infos
-                if step_infos:
-                    response.infos.CopyFrom(to_meta_map(step_infos, name="infos"))
-                for lane, entry in finished:
-                    final_info = self._final_info(infos, lane)
-                    if final_info:
-                        entry.final_info.CopyFrom(to_meta_map(final_info, name="final_info"))
+                    # The terminal obs/info moved into each finished episode's final_info.
+                    infos = {key: value for key, value in infos.items() if key not in _SAME_STEP_FINAL_KEYS}
         except EnvRpcError:
             raise
         except Exception as error:
             raise self._env_failed("env.step", step, error) from error
         self._steps_taken = step
-        return RuntimeEnvStep(response, _telemetry(_STEP_TELEMETRY, started))
+        return EnvStepBatch(
+            batch,
+            rewards,
+            terminated,
+            truncated,
+            self._episodes.ids,
+            completed,
+            infos or None,
+            _telemetry(_STEP_TELEMETRY, started),
+        )
+
+    def _message(self, convert: Callable[[Any], Any], batch: Any, operation: str) -> Any:
+        """``convert(batch)``: the message form of a result; infos the wire cannot carry fail the env."""
+        try:
+            return convert(batch)
+        except (MetaConversionError, CodecError, TypeError, ValueError) as error:
+            raise self._env_failed(operation, self._steps_taken, error) from error
 
     async def close(self, timeout: float) -> None:
         """Close the wrapped env (idempotent). Later resets and steps raise ``EnvRpcError``.
@@ -423,7 +427,7 @@ class GymVectorEnv(RuntimeEnv):
         This is what an env server's ``CloseResponse.final_episodes`` carries. The env stays
         open; every lane is idle until the next reset.
         """
-        return self._episodes.drain()
+        return [episode_metadata(episode) for episode in self._episodes.drain()]
 
     def render_frames(self) -> list[np.ndarray | None]:
         """One RGB frame per lane (``None`` where the env gave none); needs ``render_mode="rgb_array"``.
@@ -452,6 +456,12 @@ class GymVectorEnv(RuntimeEnv):
 
     # -- env calls (inline or in the worker thread) -------------------------------------------
 
+    async def _call(self, function: Callable[..., Any], *args: Any) -> Any:
+        """``function(*args)``: inline on the loop, or in the worker thread with ``offload=True``."""
+        if self._executor is None:
+            return function(*args)
+        return await self._offloaded(function, *args)
+
     async def _offloaded(self, function: Callable[..., Any], *args: Any) -> Any:
         try:
             return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
@@ -476,10 +486,11 @@ class GymVectorEnv(RuntimeEnv):
             info,
         )
 
-    def _encode_observation(self, observation: Any) -> bytes:
+    def _observation_batch(self, observation: Any) -> SpaceBatch:
+        codec = self._observation_codec
         if self._vector:
-            return self._observation_codec.encode_batch(observation, self._num_envs)
-        return self._observation_codec.encode(observation)
+            return SpaceBatch.from_values(codec, observation, self._num_envs)
+        return SpaceBatch.from_values(codec, codec.batch_of_one(observation), 1)
 
     def _close_env(self, timeout: float) -> None:
         if isinstance(self._env, AsyncVectorEnv):
@@ -500,15 +511,15 @@ class GymVectorEnv(RuntimeEnv):
                 "reset every lane (an empty env_indices) to recover, or close it",
             )
 
-    def _refuse_step(self, request: env_pb2.StepRequest, step: int) -> None:
-        """Raise the error that keeps this step request from running."""
+    def _refuse_step(self, step: int, env_indices: list[int] | None = None) -> None:
+        """Raise the error that keeps this step from running."""
         operation = "env.step"
         self._check_usable(operation)
-        if request.env_indices:
+        if env_indices:
             raise EnvRpcError(
                 operation,
                 step,
-                f"subset stepping (StepRequest.env_indices={list(request.env_indices)}) is not supported; "
+                f"subset stepping (StepRequest.env_indices={env_indices}) is not supported; "
                 f"send one action for each of the {self._num_envs} lanes and leave env_indices empty",
                 recoverable=True,
             )
@@ -529,12 +540,12 @@ class GymVectorEnv(RuntimeEnv):
         )
 
     def _plan_reset(
-        self, request: env_pb2.ResetRequest
+        self, env_indices: Sequence[int], seeds: Sequence[int], options: Mapping[str, Any] | None
     ) -> tuple[list[int], list[int | None], Any, dict[str, Any] | None]:
-        """Validate a reset request: (lanes reset, their seeds, the env's seed argument, options)."""
+        """Validate a reset: (lanes reset, their seeds, the env's seed argument, options)."""
         operation, step, n = "env.reset", self._steps_taken, self._num_envs
-        seeds = list(request.seeds)
-        indices = list(request.env_indices)
+        seeds = list(seeds)
+        indices = list(env_indices)
         negative = [seed for seed in seeds if seed < 0]
         if negative:
             raise EnvRpcError(
@@ -543,14 +554,8 @@ class GymVectorEnv(RuntimeEnv):
                 f"seeds must be >= 0 (gymnasium refuses negative seeds), got {negative}",
                 recoverable=True,
             )
-        options = None
-        if request.HasField("options"):
-            try:
-                options = from_meta_map(request.options)
-            except (MetaConversionError, ValueError, TypeError) as error:
-                raise EnvRpcError(
-                    operation, step, f"reset options could not be decoded: {error}", recoverable=True
-                ) from error
+        if options is not None:
+            options = dict(options)
             if "reset_mask" in options:
                 raise EnvRpcError(
                     operation,
@@ -645,16 +650,26 @@ class GymVectorEnv(RuntimeEnv):
             stacklevel=4,
         )
 
-    def _decode_actions(self, data: bytes, step: int) -> Any:
+    def _action_values(self, actions: SpaceBatch | None, step: int) -> Any:
+        """The action batch as the env takes it, range-checked; a recoverable EnvRpcError if unusable."""
         n = self._num_envs
+        codec = self._action_codec
         try:
-            values = self._action_codec.decode_batch(data, n)
+            if actions is None:
+                values = codec.decode_batch(b"", n)
+            elif actions.codec is codec or actions.codec is self._same_action_codec:
+                values = actions.values
+            elif actions.codec is not None and actions.codec.spec == codec.spec and actions.rows == n:
+                self._same_action_codec = actions.codec  # another codec of the same space
+                values = actions.values
+            else:
+                values = codec.decode_batch(actions.data, n)
         except (CodecError, ValueError, TypeError) as error:
             raise EnvRpcError(
                 "env.step",
                 step,
-                f"invalid action batch: expected {n} action(s) of {self._action_space} ({len(data)} bytes "
-                f"received): {error}",
+                f"invalid action batch: expected {n} action(s) of {self._action_space} "
+                f"({_received_bytes(actions)} bytes received): {error}",
                 recoverable=True,
             ) from error
         if self._discrete_range is not None:
@@ -801,6 +816,14 @@ def _lane_arrays(
             f"{truncated.shape}; expected ({n},) each"
         )
     return rewards, terminated, truncated
+
+
+def _received_bytes(actions: SpaceBatch | None) -> int:
+    """The size of an action batch as sent (0 for none, or if it does not even encode)."""
+    try:
+        return actions.nbytes if actions is not None else 0
+    except (CodecError, ValueError, TypeError):
+        return 0
 
 
 def _unbatch_one(space: Space, values: Any) -> Any:

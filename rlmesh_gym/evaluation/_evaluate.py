@@ -109,7 +109,12 @@ class _EvaluationHooks(RuntimeHooks):
             # by this session's cold reset): not part of this evaluation.
             return
         try:
-            record = EpisodeRecord.from_metadata(event.metadata)
+            episode = event.episode
+            record = (
+                EpisodeRecord.from_episode(episode)
+                if episode is not None
+                else EpisodeRecord.from_metadata(event.metadata)
+            )
             if not quotas.offer(record):
                 return
             if self.progress is not None:

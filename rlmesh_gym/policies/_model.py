@@ -1,9 +1,12 @@
 """What every policy shares as a ``RuntimeModel``: spaces binding, request checks, response, telemetry.
 
-A subclass compiles its spaces once in ``_compile`` and answers ``_act(data, rows, context)``
-with the encoded action batch and the nanoseconds its policy call took. This base turns that
-into a :class:`~rlmesh_gym.runtime.RuntimeModelPrediction` whose ``context`` equals the
-request's, and keeps one seeded random stream per route for stochastic policies.
+A subclass compiles its spaces once in ``_compile`` and answers ``_act(observations, rows,
+context)`` with the action batch (values, checked against the action space) and the
+nanoseconds its policy call took. This base serves that in both forms of the model seam:
+:meth:`PolicyModel.predict_arrays` (arrays in, arrays out: what the driver calls in-process)
+and :meth:`PolicyModel.predict` (message bytes in and out, with a ``context`` equal to the
+request's: what a model server calls), and keeps one seeded random stream per route for
+stochastic policies.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from rlmesh_gym.policies._contract import PolicySpaces, resolve_spaces
 from rlmesh_gym.policies._spaces import describe_space
 from rlmesh_gym.proto import core_pb2, model_pb2, spaces_pb2
 from rlmesh_gym.runtime.errors import ModelRpcError
-from rlmesh_gym.runtime.seams import RuntimeModelPrediction
+from rlmesh_gym.runtime.seams import ArrayPredictContext, ModelActionBatch, RuntimeModelPrediction
+from rlmesh_gym.spaces.batch import SpaceBatch
 from rlmesh_gym.spaces.codec import CodecError, SpaceCodec
 
 __all__ = ["PolicyModel", "check_seed", "route_seed"]
@@ -87,6 +91,7 @@ class PolicyModel(ABC, Generic[RngT]):
         self._spaces: PolicySpaces | None = None
         self._rng_factory = rng_factory
         self._route_rngs: dict[tuple[str, str], RngT] = {}
+        self._same_observation_codec: SpaceCodec | None = None
         if contract_or_spaces is not None:
             self.bind(contract_or_spaces)
 
@@ -131,10 +136,10 @@ class PolicyModel(ABC, Generic[RngT]):
         """Prepare everything ``_act`` needs for ``spaces``; raise ValueError/TypeError if unusable."""
 
     @abstractmethod
-    def _act(self, data: bytes, rows: int, context: model_pb2.PredictContext) -> tuple[bytes, int]:
-        """The encoded action batch for ``rows`` observations in ``data``, and the policy-call time in ns."""
+    def _act(self, observations: Any, rows: int, context: ArrayPredictContext) -> tuple[Any, int]:
+        """The checked action batch for ``rows`` decoded observations, and the policy-call time in ns."""
 
-    def _route_rng(self, context: model_pb2.PredictContext) -> RngT:
+    def _route_rng(self, context: ArrayPredictContext) -> RngT:
         """The random stream of the request's route, created from :func:`route_seed` on first use."""
         key = (context.session_id, context.route_id)
         rng = self._route_rngs.get(key)
@@ -180,29 +185,31 @@ class PolicyModel(ABC, Generic[RngT]):
                 return None
         return None
 
-    def _encode_actions(self, values: Any, rows: int, who: str) -> bytes:
-        """Check ``values`` (codec batch layout) against the action space and encode them."""
+    def _check_actions(self, values: Any, rows: int, who: str) -> Any:
+        """``values`` (codec batch layout) checked against the action space."""
         try:
-            checked = self._action_plan.check(values, rows)
+            return self._action_plan.check(values, rows)
         except ActionMismatch as error:
             raise self._fail(error.explain(who), error) from error
-        return self._encode_checked(checked, rows)
 
-    def _encode_checked(self, values: Any, rows: int) -> bytes:
-        """Encode already-checked actions; a CodecError here names the action path."""
-        try:
-            return self._action_codec.encode_batch(values, rows)
-        except CodecError as error:
-            raise self._fail(f"the actions do not encode: {error}", error) from error
+    def _observations(self, observation: SpaceBatch | None, rows: int) -> Any:
+        """The decoded observation batch of ``rows`` lanes, or a ModelRpcError saying why not."""
+        if observation is None:
+            return self._decode_observation(b"", rows)
+        codec = observation.codec
+        if (
+            observation.has_values
+            and observation.rows == rows
+            and (codec is self._observation_codec or codec is self._same_observation_codec)
+        ):
+            return observation.values
+        if observation.has_values and codec is not None and observation.rows == rows:
+            if codec.spec == self._observation_codec.spec:
+                self._same_observation_codec = codec  # an env's own codec of the same space
+                return observation.values
+        return self._decode_observation(observation.data, rows)
 
-    async def predict(self, request: model_pb2.PredictRequest) -> RuntimeModelPrediction:
-        """One action per slot of ``request.context``; the response's context equals the request's.
-
-        Raises:
-            ModelRpcError: no spaces yet, no slots, an observation batch whose row count
-                differs from the slot count or that does not decode, a failing policy call,
-                or a policy output that does not fit the action space.
-        """
+    def _check_bound(self) -> None:
         if self._spaces is None:
             raise ModelRpcError(
                 self.component_id,
@@ -210,21 +217,53 @@ class PolicyModel(ABC, Generic[RngT]):
                 "(observation_spec, action_spec) pair) when building it, or call .bind(contract) "
                 "before predict",
             )
-        context = request.context
-        rows = len(context.slots)
+
+    async def predict_arrays(
+        self, observation: SpaceBatch | None, context: ArrayPredictContext
+    ) -> ModelActionBatch:
+        """One action row per observation row, in array form (see :meth:`predict` for the errors)."""
+        self._check_bound()
+        rows = context.rows
         if rows == 0:
             raise ModelRpcError(
                 self.component_id,
-                f"predict request {context.request_id!r} has no slots; expected one slot per observation row",
+                f"predict request {context.message().request_id!r} has no slots; "
+                "expected one slot per observation row",
             )
-        action, forward_ns = self._act(request.observation.bytes.data, rows, context)
-        response = model_pb2.PredictResponse()
-        response.context.CopyFrom(context)
-        response.action.bytes.data = action
+        actions, forward_ns = self._act(self._observations(observation, rows), rows, context)
+        try:
+            batch = SpaceBatch.from_values(self._action_codec, actions, rows)
+        except CodecError as error:
+            raise self._fail(f"the actions do not encode: {error}", error) from error
         telemetry = _OperationTelemetry()
         telemetry.CopyFrom(_TELEMETRY)  # one C-level copy beats building the metric field by field
         telemetry.metrics[0].duration_ns = forward_ns
-        return RuntimeModelPrediction(response, telemetry)
+        return ModelActionBatch(batch, telemetry)
+
+    async def predict(self, request: model_pb2.PredictRequest) -> RuntimeModelPrediction:
+        """One action per slot of ``request.context``; the response's context equals the request's.
+
+        The message form of :meth:`predict_arrays`.
+
+        Raises:
+            ModelRpcError: no spaces yet, no slots, an observation batch whose row count
+                differs from the slot count or that does not decode, a failing policy call,
+                or a policy output that does not fit the action space.
+        """
+        self._check_bound()
+        context = request.context
+        rows = len(context.slots)
+        arrays_context = ArrayPredictContext(context.session_id, context.route_id, rows, context.SerializeToString)
+        observation = SpaceBatch.from_bytes(self._observation_codec, request.observation.bytes.data, rows)
+        prediction = await self.predict_arrays(observation, arrays_context)
+        response = model_pb2.PredictResponse()
+        response.context.CopyFrom(context)
+        if prediction.action is not None:
+            try:
+                response.action.bytes.data = prediction.action.data
+            except CodecError as error:
+                raise self._fail(f"the actions do not encode: {error}", error) from error
+        return RuntimeModelPrediction(response, prediction.telemetry)
 
     async def close_route(self, request: model_pb2.CloseRouteRequest, timeout: float) -> None:
         """Forget the route's random stream (if any). Idempotent; the policy itself stays usable."""

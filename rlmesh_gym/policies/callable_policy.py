@@ -8,7 +8,7 @@ from typing import Any
 
 from rlmesh_gym.policies._contract import ContractOrSpaces, PolicySpaces
 from rlmesh_gym.policies._model import PolicyModel
-from rlmesh_gym.proto import model_pb2
+from rlmesh_gym.runtime.seams import ArrayPredictContext
 
 __all__ = ["CallablePolicy"]
 
@@ -59,8 +59,7 @@ class CallablePolicy(PolicyModel[None]):
     def _compile(self, spaces: PolicySpaces) -> None:
         """Nothing beyond the shared codecs and action plan."""
 
-    def _act(self, data: bytes, rows: int, context: model_pb2.PredictContext) -> tuple[bytes, int]:
-        observations = self._decode_observation(data, rows)
+    def _act(self, observations: Any, rows: int, context: ArrayPredictContext) -> tuple[Any, int]:
         start = time.perf_counter_ns()
         try:
             actions = self.fn(observations)
@@ -69,7 +68,7 @@ class CallablePolicy(PolicyModel[None]):
                 f"policy function {self._name()} raised {type(error).__name__}: {error}", error
             ) from error
         elapsed = time.perf_counter_ns() - start
-        return self._encode_actions(actions, rows, f"policy function {self._name()}"), elapsed
+        return self._check_actions(actions, rows, f"policy function {self._name()}"), elapsed
 
     def _name(self) -> str:
         return getattr(self.fn, "__name__", None) or type(self.fn).__name__

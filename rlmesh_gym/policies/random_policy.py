@@ -11,7 +11,8 @@ import numpy as np
 from rlmesh_gym.policies._contract import ContractOrSpaces, PolicySpaces
 from rlmesh_gym.policies._model import PolicyModel
 from rlmesh_gym.policies._spaces import box_bounds, multi_discrete_nvec
-from rlmesh_gym.proto import env_pb2, model_pb2
+from rlmesh_gym.proto import env_pb2
+from rlmesh_gym.runtime.seams import ArrayPredictContext
 from rlmesh_gym.spaces.codec import SpaceCodec
 
 __all__ = ["RandomPolicy"]
@@ -153,10 +154,8 @@ class RandomPolicy(PolicyModel[np.random.Generator]):
     def _compile(self, spaces: PolicySpaces) -> None:
         self._sampler = _Sampler(self._action_codec)
 
-    def _act(self, data: bytes, rows: int, context: model_pb2.PredictContext) -> tuple[bytes, int]:
-        self._decode_observation(data, rows)  # the batch must still match the slots
+    def _act(self, observations: Any, rows: int, context: ArrayPredictContext) -> tuple[Any, int]:
         rng = self._route_rng(context)
         start = time.perf_counter_ns()
         actions = self._sampler.sample(rng, rows)
-        elapsed = time.perf_counter_ns() - start
-        return self._encode_checked(actions, rows), elapsed
+        return actions, time.perf_counter_ns() - start

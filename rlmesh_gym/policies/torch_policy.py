@@ -32,7 +32,8 @@ from rlmesh_gym.policies._contract import ContractOrSpaces, PolicySpaces
 from rlmesh_gym.policies._model import PolicyModel
 from rlmesh_gym.policies._spaces import RAW_KINDS
 from rlmesh_gym.policies._torch_loading import load_policy_file
-from rlmesh_gym.proto import model_pb2, spaces_pb2
+from rlmesh_gym.proto import spaces_pb2
+from rlmesh_gym.runtime.seams import ArrayPredictContext
 from rlmesh_gym.spaces.codec import SpaceCodec
 
 __all__ = ["TorchPolicy"]
@@ -346,8 +347,10 @@ class TorchPolicy(PolicyModel[torch.Generator]):
     The policy is called once per predict with the observation batch: a tensor of shape
     ``(N, *shape)`` for Box (its dtype), Discrete (int64, shape ``(N,)``), MultiBinary (uint8)
     and MultiDiscrete (int64); a dict of such tensors for Dict; a tuple for Tuple; a tuple of
-    str for Text. Small observation tensors are private copies; observations over 64 KiB are
-    zero-copy views of the request bytes and must be treated as read-only.
+    str for Text. In-process (:meth:`predict_arrays`) the tensors share memory with the env's
+    observation batch, as ``torch.as_tensor`` would; from message bytes, batches up to 64 KiB
+    are private copies and larger ones zero-copy views of the request bytes. Treat observation
+    tensors as read-only.
 
     Accepted outputs, per action leaf (dicts/tuples of them for Dict/Tuple action spaces):
 
@@ -382,7 +385,6 @@ class TorchPolicy(PolicyModel[torch.Generator]):
     """
 
     _observe: Callable[[Any], Any]  # set by bind()
-    _copy_raw: bool  # set by bind(): small observation payloads are decoded from a private copy
     _resolver: _ActionResolver
 
     def __init__(
@@ -461,17 +463,13 @@ class TorchPolicy(PolicyModel[torch.Generator]):
 
     def _compile(self, spaces: PolicySpaces) -> None:
         codec = self._observation_codec
-        self._copy_raw = codec.kind in RAW_KINDS and codec.spec.dtype != spaces_pb2.D_TYPE_BFLOAT16
         self._observe = _observation_converter(codec, self.device)
         self._resolver = _ActionResolver(
             self._action_plan, self.device, self.deterministic, self.clip_actions
         )
 
-    def _act(self, data: bytes, rows: int, context: model_pb2.PredictContext) -> tuple[bytes, int]:
-        if self._copy_raw and len(data) <= _COPY_LIMIT:
-            # Decoding a private copy gives a writable array: the tensor shares it, no second copy.
-            data = bytearray(data)
-        observations = self._observe(self._decode_observation(data, rows))
+    def _act(self, observations: Any, rows: int, context: ArrayPredictContext) -> tuple[Any, int]:
+        observations = self._observe(observations)
         with torch.inference_mode():
             start = time.perf_counter_ns()
             try:
@@ -487,7 +485,7 @@ class TorchPolicy(PolicyModel[torch.Generator]):
                 actions = self._resolver.resolve(output, rows, "action", lambda: self._route_rng(context))
             except ActionMismatch as error:
                 raise self._fail(error.explain(f"policy {self._name()}", describe_output), error) from error
-        return self._encode_checked(actions, rows), elapsed
+        return actions, elapsed
 
     def _name(self) -> str:
         policy = self.policy

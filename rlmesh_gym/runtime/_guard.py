@@ -48,6 +48,7 @@ __all__ = [
     "abandon",
     "call_bounded",
     "drive",
+    "require_awaitable",
     "start",
 ]
 
@@ -63,13 +64,17 @@ def start(awaitable: object, what: str) -> Generator[Any, Any, Any]:
     """The iterator that runs ``awaitable`` step by step (``ProtocolError`` if it is not awaitable)."""
     if isinstance(awaitable, types.CoroutineType | types.GeneratorType):
         return awaitable  # type: ignore[return-value]
-    await_method = getattr(awaitable, "__await__", None)
-    if await_method is None:
+    return require_awaitable(awaitable, what).__await__()
+
+
+def require_awaitable(awaitable: Any, what: str) -> Awaitable[Any]:
+    """``awaitable`` itself, or ``ProtocolError`` if it cannot be awaited."""
+    if type(awaitable) is not types.CoroutineType and getattr(awaitable, "__await__", None) is None:
         raise ProtocolError(
             f"{what} must be a coroutine function (async def) or return an awaitable; "
             f"it returned {type(awaitable).__name__}"
         )
-    return await_method()
+    return awaitable
 
 
 class _Waker:

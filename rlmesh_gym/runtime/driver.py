@@ -47,6 +47,7 @@ import logging
 import math
 import types
 from collections.abc import Callable, Sequence
+from functools import partial
 from time import perf_counter_ns
 from typing import Any
 
@@ -64,28 +65,40 @@ from rlmesh_gym.runtime.errors import (
 )
 from rlmesh_gym.runtime.events import (
     ActionReceivedEvent,
-    EpisodeCompletedEvent,
     EpisodeStartedEvent,
+    LazyEpisodeCompletedEvent,
+    LazyStepCompletedEvent,
     LogEvent,
     LogLevel,
     ObservationEmittedEvent,
     SessionEndedEvent,
     SessionFailedEvent,
     SessionStartedEvent,
-    StepCompletedEvent,
 )
 from rlmesh_gym.runtime.hooks import HookTable, RuntimeHooks
+from rlmesh_gym.runtime.message_form import (
+    MessageEnvPort,
+    MessageModelPort,
+    episode_metadata,
+    meta_map,
+    step_response,
+)
 from rlmesh_gym.runtime.seams import (
+    ArrayPredictContext,
+    CompletedEpisode,
+    EnvResetBatch,
+    EnvStepBatch,
+    ModelActionBatch,
     RuntimeEnv,
-    RuntimeEnvReset,
-    RuntimeEnvStep,
     RuntimeModel,
-    RuntimeModelPrediction,
 )
 from rlmesh_gym.runtime.seeds import ResetSeeds
 from rlmesh_gym.runtime.spec import COMPLETED_REQUESTED_EPISODES, RuntimeReport, RuntimeSessionSpec
 from rlmesh_gym.runtime.state import RequestPhase, RouteState, StartedEpisode
 from rlmesh_gym.runtime.telemetry import RuntimeTiming
+from rlmesh_gym.spaces.batch import SpaceBatch
+from rlmesh_gym.spaces.codec import CodecError, SpaceCodec
+from rlmesh_gym.spaces.meta import MetaConversionError
 
 __all__ = ["DEFAULT_CANCELLATION_REASON", "DEFAULT_STOP_REASON", "RuntimeDriver"]
 
@@ -97,9 +110,6 @@ DEFAULT_STOP_REASON = "stop requested"
 
 _log = logging.getLogger("rlmesh_gym.runtime")
 _CoroutineType = types.CoroutineType
-_ResetRequest = env_pb2.ResetRequest
-_StepRequest = env_pb2.StepRequest
-_PredictRequest = model_pb2.PredictRequest
 _STEP_OBSERVATION = RequestPhase.STEP_OBSERVATION.value
 _RESET_OBSERVATION = RequestPhase.RESET_OBSERVATION.value
 _OBSERVATIONAL_MODES = (env_pb2.AUTORESET_MODE_NEXT_STEP, env_pb2.AUTORESET_MODE_SAME_STEP)
@@ -109,17 +119,6 @@ def _reason_of(error: BaseException) -> str:
     if isinstance(error, asyncio.CancelledError):
         return str(error) or "runtime driver task was cancelled"
     return str(error) or type(error).__name__
-
-
-def _expect(result: object, wrapper: type, response_type: type, operation: str) -> None:
-    if not isinstance(result, wrapper):
-        raise ProtocolError(f"{operation} returned {type(result).__name__}; expected {wrapper.__name__}")
-    response = result.response  # type: ignore[attr-defined]
-    if not isinstance(response, response_type):
-        raise ProtocolError(
-            f"{operation} returned a {wrapper.__name__} whose response is {type(response).__name__}; "
-            f"expected {response_type.__name__}"
-        )
 
 
 class _Suspended:
@@ -132,14 +131,34 @@ class _Suspended:
         self.yielded = yielded
 
 
-def _plain_request(state: RouteState, value: Any, phase: str) -> tuple[model_pb2.PredictRequest, bytes]:
-    """The next predict request for the observation ``value`` (a ``SpaceValue``), no hooks,
-    and its context's serialized bytes."""
-    request = _PredictRequest()
-    context = state.fill_context(request.context, phase)
-    if value.HasField("bytes"):
-        request.observation.bytes.CopyFrom(value.bytes)
-    return request, context
+def _codec_or_none(spec: spaces_pb2.SpaceSpec, name: str) -> SpaceCodec | None:
+    """The codec of ``spec``, or ``None`` if it has none (then only message-form peers, which
+    pass bytes through undecoded, can run; an array-form peer reports the decode failure)."""
+    try:
+        return SpaceCodec(spec, name=name)
+    except (CodecError, ValueError):
+        return None
+
+
+def _final_info_message(episode: CompletedEpisode) -> spaces_pb2.MetaMap | None:
+    return meta_map(episode.final_info, "final_info")
+
+
+def _payload_size(batch: SpaceBatch | None) -> int:
+    return batch.nbytes if batch is not None else 0
+
+
+def _step_size(step: EnvStepBatch) -> int:
+    """The response bytes of a step as telemetry counts them: observation payload plus infos."""
+    size = _payload_size(step.observation)
+    if step.infos is not None:
+        try:
+            infos = meta_map(step.infos, "infos")
+        except (MetaConversionError, TypeError, ValueError):
+            infos = None  # infos the wire cannot carry count nothing in-process
+        if infos is not None:
+            size += infos.ByteSize()
+    return size
 
 
 class RuntimeDriver:
@@ -243,6 +262,7 @@ class RuntimeDriver:
         spec = self.spec
         hooks = self._hooks
         limits = spec.limits
+        contract = spec.env_contract
         self._session_id = spec.session_id
         self._route_id = spec.route_id
         self._env_component_id = spec.env_component_id
@@ -250,17 +270,38 @@ class RuntimeDriver:
         self._route = spec.route_context()
         # Shared into every event, as upstream's Arc'd copies.
         self._action_space = spaces_pb2.SpaceSpec()
-        self._action_space.CopyFrom(spec.env_contract.action_space)
+        self._action_space.CopyFrom(contract.action_space)
         self._observation_space = spaces_pb2.SpaceSpec()
-        self._observation_space.CopyFrom(spec.env_contract.observation_space)
+        self._observation_space.CopyFrom(contract.observation_space)
+        self._observation_codec = _codec_or_none(self._observation_space, "observation")
+        self._action_codec = _codec_or_none(self._action_space, "action")
         self._seeds = (
             ResetSeeds(spec.base_seed, spec.session_id, spec.route_id) if spec.base_seed is not None else None
         )
-        self._reset_timeout_ms = limits.env_reset_timeout_ms()
-        self._step_timeout_ms = limits.env_step_timeout_ms()
         self._window_ns = (
             round(limits.telemetry_window * 1e9) if limits.telemetry_window != math.inf else None
         )
+        self._observational = contract.autoreset_mode in _OBSERVATIONAL_MODES
+        # The seams in array form: in-process adapters are used as they are, message-form peers
+        # through their ports (the one place where the two forms convert).
+        env, model = self.env, self.model
+        if callable(getattr(env, "step_arrays", None)) and callable(getattr(env, "reset_arrays", None)):
+            self._env_port: Any = env
+            self._step_message: Callable[[EnvStepBatch], env_pb2.StepResponse] = step_response
+        else:
+            port = MessageEnvPort(
+                env,
+                self._observation_codec,
+                spec.num_envs,
+                limits.env_reset_timeout_ms(),
+                limits.env_step_timeout_ms(),
+            )
+            self._env_port = port
+            self._step_message = port.step_message
+        if callable(getattr(model, "predict_arrays", None)):
+            self._model_port: Any = model
+        else:
+            self._model_port = MessageModelPort(model, self._action_codec, self._model_component_id)
         listeners = hooks.listeners
         self._on_episode_started = listeners("episode_started")
         self._on_episode_completed = listeners("episode_completed")
@@ -275,219 +316,167 @@ class RuntimeDriver:
         return self._seeds.seeds(generation, env_indices) if self._seeds is not None else []
 
     async def _run_loop(self, state: RouteState) -> RuntimeReport:
+        """The session, phase by phase, in the event order of docs/runtime.md."""
         self._prepare()
-        spec = self.spec
-        limits = spec.limits
-        hooks = self._hooks
-        env = self.env
-        model = self.model
-        session_id = self._session_id
-        route = self._route
-        env_component_id = self._env_component_id
-        num_envs = spec.num_envs
-        max_episodes = spec.max_episodes
-        observational = spec.env_contract.autoreset_mode in _OBSERVATIONAL_MODES
-        telemetry_on = self._telemetry_on
-        guarded = self._guarded
-        begin = self._begin
-        predict_timeout = limits.model_predict_timeout
-        step_timeout = limits.env_step_timeout
-        step_timeout_ms = self._step_timeout_ms
-
-        timing = self._timing = RuntimeTiming(env_component_id, self._model_component_id, perf_counter_ns())
-        if hooks.listeners("session_started"):
-            await hooks.fire("session_started", SessionStartedEvent(session_id, route, spec.env_id))
-
-        # Cold reset.
-        generation = 0
-        started_ns = perf_counter_ns()
-        reset = await guarded(
-            env.reset,
-            _ResetRequest(seeds=self._seeds_for(0, range(num_envs)), timeout_ms=self._reset_timeout_ms),
-            started_ns,
-            limits.env_reset_timeout,
-            "env.reset",
-            0,
-        )
-        reset_ns = perf_counter_ns() - started_ns
-        _expect(reset, RuntimeEnvReset, env_pb2.ResetResponse, "env.reset")
-        timing.reset.record(reset_ns)
-        if telemetry_on:
-            timing.record_operation_telemetry(env_component_id, reset.telemetry)
-        reset_response = reset.response
-        if hooks.listeners("log"):
-            ready = sum(1 for episode_id in reset_response.episode_ids if episode_id)
-            message = f"env reset complete in {reset_ns / 1e6:.0f}ms ({ready} episode(s) ready)"
-            await hooks.fire("log", LogEvent(session_id, route, LogLevel.INFO, message, "runtime"))
-        await self._started(state.start_episodes(reset_response.episode_ids, False))
-        request, context_bytes = await self._emit_observation(
-            state, reset_response.observation, _RESET_OBSERVATION, True
-        )
-
+        self._timing = RuntimeTiming(self._env_component_id, self._model_component_id, perf_counter_ns())
+        if self._hooks.listeners("session_started"):
+            await self._hooks.fire(
+                "session_started", SessionStartedEvent(self._session_id, self._route, self.spec.env_id)
+            )
+        max_episodes = self.spec.max_episodes
+        observation, context = await self._cold_reset(state)
         while True:
             token = self._token
             if token is not None and token.cancelled:
                 raise RouteCancelledError(self._route_id, state.step, self._cancellation_reason)
             if self._stop_reason is not None:
                 return await self._end(state, self._stop_reason)
-
-            # Predict.
-            predict_step = state.step
-            started_ns = perf_counter_ns()
-            prediction = begin(model.predict, request, "model.predict", predict_step)
-            if type(prediction) is _Suspended:
-                prediction = await self._finish(
-                    prediction, started_ns, predict_timeout, "model.predict", predict_step
-                )
-            if (
-                type(prediction) is not RuntimeModelPrediction
-                or type(prediction.response) is not model_pb2.PredictResponse
-            ):
-                _expect(prediction, RuntimeModelPrediction, model_pb2.PredictResponse, "model.predict")
-            response = prediction.response
-            # Serializing the echo and comparing bytes is cheaper than comparing messages; the
-            # message comparison decides only if the bytes differ. It compares against the
-            # context as sent (its bytes), never `request.context`: the model may have
-            # mutated that in place.
-            echoed = response.context
-            if echoed.SerializeToString() != context_bytes:
-                self._check_echo(echoed, context_bytes)
-            model_ns = perf_counter_ns() - started_ns
-            timing.model_wait.record(model_ns)
-            if telemetry_on:
-                timing.record_operation_telemetry(self._model_component_id, prediction.telemetry)
-
-            # Action.
-            action_step = predict_step + 1
-            request_bytes = 0
-            action_value = response.action
-            if self._on_action:
-                step_request = _StepRequest(timeout_ms=step_timeout_ms)
-                request_bytes = await self._emit_action(state, action_value, action_step, step_request)
-            elif action_value.HasField("bytes"):
-                # The SpaceValue holds nothing but its bytes, so copying it whole is the seed's
-                # SpaceValue{bytes} rebuild in one C call.
-                step_request = _StepRequest(action=action_value, timeout_ms=step_timeout_ms)
-                if telemetry_on:
-                    request_bytes = len(action_value.bytes.data)
-            else:
-                step_request = _StepRequest(timeout_ms=step_timeout_ms)
-
-            # Step.
-            started_ns = perf_counter_ns()
-            stepped = begin(env.step, step_request, "env.step", action_step)
-            if type(stepped) is _Suspended:
-                stepped = await self._finish(stepped, started_ns, step_timeout, "env.step", action_step)
-            env_ns = perf_counter_ns() - started_ns
-            if type(stepped) is not RuntimeEnvStep or type(stepped.response) is not env_pb2.StepResponse:
-                _expect(stepped, RuntimeEnvStep, env_pb2.StepResponse, "env.step")
-            step_response = stepped.response
-            timing.env_step.record(env_ns)
-            if telemetry_on:
-                timing.record_operation_telemetry(env_component_id, stepped.telemetry)
-                observation = step_response.observation
-                response_bytes = len(observation.bytes.data) if observation.HasField("bytes") else 0
-                if step_response.HasField("infos"):
-                    response_bytes += step_response.infos.ByteSize()
-                timing.record_step(model_ns, env_ns, request_bytes, response_bytes)
-            state.record_step()
-            if self._on_step_completed:
-                await hooks.fire(
-                    "step_completed",
-                    StepCompletedEvent(
-                        session_id,
-                        route,
-                        state.episode_id,
-                        state.episode_record_id,
-                        state.step,
-                        0,
-                        list(step_response.rewards),
-                        step_response,
-                        state.episode_ids(),
-                        state.episode_record_ids(),
-                    ),
-                )
-            if telemetry_on and self._window_ns is not None:
-                now_ns = perf_counter_ns()
-                if timing.window_due(now_ns, self._window_ns):
-                    window = timing.flush_window(session_id, route, now_ns)
-                    if window is not None and self._on_window:
-                        await hooks.fire("telemetry_window", window)
-
-            # Episodes.
-            if step_response.episode_ids:
-                started = state.observe_episode_ids(step_response.episode_ids)
-                if started:
-                    await self._started(started)
-            completed = step_response.completed_episodes
-            if completed:
-                await self._completed(state, completed)
-                if max_episodes is not None and state.total_episodes >= max_episodes:
+            actions, model_ns = await self._predict(state, observation, context)
+            step = await self._step(state, actions, model_ns)
+            completed = step.completed
+            if step.episode_ids or completed:
+                await self._settle_episodes(state, step)
+                if completed and max_episodes is not None and state.total_episodes >= max_episodes:
                     return await self._end(state, COMPLETED_REQUESTED_EPISODES)
             if self._stop_reason is not None:
                 return await self._end(state, self._stop_reason)
-
             # Next observation: the step's, unless DISABLED lanes finished their current episode.
-            if observational or not completed or not (done_lanes := self._done_lanes(state, completed)):
-                if self._on_observation:
-                    request, context_bytes = await self._emit_observation(
-                        state, step_response.observation, _STEP_OBSERVATION, False
-                    )
-                else:
-                    request, context_bytes = _plain_request(
-                        state, step_response.observation, _STEP_OBSERVATION
-                    )
-                continue
-            generation += 1
-            whole_vector = len(done_lanes) == num_envs
-            if whole_vector:
-                reset_request = _ResetRequest(
-                    seeds=self._seeds_for(generation, range(num_envs)), timeout_ms=self._reset_timeout_ms
+            if self._observational or not completed or not (done_lanes := self._done_lanes(state, completed)):
+                observation, context = await self._emit_observation(
+                    state, step.observation, _STEP_OBSERVATION, False
                 )
             else:
-                reset_request = _ResetRequest(
-                    seeds=self._seeds_for(generation, done_lanes),
-                    timeout_ms=self._reset_timeout_ms,
-                    env_indices=done_lanes,
-                )
-            started_ns = perf_counter_ns()
-            reset = await guarded(
-                env.reset, reset_request, started_ns, limits.env_reset_timeout, "env.reset", state.step
+                observation, context = await self._reset_finished_lanes(state, done_lanes)
+
+    # -- phases -------------------------------------------------------------------------------
+
+    async def _cold_reset(self, state: RouteState) -> tuple[SpaceBatch | None, ArrayPredictContext]:
+        """Reset every lane with the generation-0 seeds; the first observation and its context."""
+        self._generation = 0
+        reset = await self._reset(state, (), self._seeds_for(0, range(self.spec.num_envs)), 0)
+        hooks = self._hooks
+        if hooks.listeners("log"):
+            ready = sum(1 for episode_id in reset.episode_ids if episode_id)
+            reset_ms = self._timing.reset.total_ns / 1e6  # the only reset so far
+            message = f"env reset complete in {reset_ms:.0f}ms ({ready} episode(s) ready)"
+            await hooks.fire("log", LogEvent(self._session_id, self._route, LogLevel.INFO, message, "runtime"))
+        await self._started(state.start_episodes(reset.episode_ids, False))
+        return await self._emit_observation(state, reset.observation, _RESET_OBSERVATION, True)
+
+    async def _predict(
+        self, state: RouteState, observation: SpaceBatch | None, context: ArrayPredictContext
+    ) -> tuple[SpaceBatch | None, int]:
+        """Ask the model for the next actions (after the action hooks): the actions and the model time."""
+        step = state.step
+        started_ns = perf_counter_ns()
+        prediction = self._begin(self._model_port.predict_arrays, (observation, context), "model.predict", step)
+        if type(prediction) is _Suspended:
+            prediction = await self._finish(
+                prediction, started_ns, self.spec.limits.model_predict_timeout, "model.predict", step
             )
-            reset_ns = perf_counter_ns() - started_ns
-            _expect(reset, RuntimeEnvReset, env_pb2.ResetResponse, "env.reset")
-            timing.reset.record(reset_ns)
-            if telemetry_on:
-                timing.record_operation_telemetry(env_component_id, reset.telemetry)
-            reset_response = reset.response
-            if whole_vector:
-                started = state.start_episodes(reset_response.episode_ids, True)
-            else:
-                started = state.observe_episode_ids(reset_response.episode_ids)
-            await self._started(started)
-            request, context_bytes = await self._emit_observation(
-                state, reset_response.observation, _RESET_OBSERVATION, True
+        if type(prediction) is not ModelActionBatch:
+            raise ProtocolError(
+                f"model.predict_arrays returned {type(prediction).__name__}; expected ModelActionBatch"
             )
+        model_ns = perf_counter_ns() - started_ns
+        timing = self._timing
+        timing.model_wait.record(model_ns)
+        actions = prediction.action
+        if self._telemetry_on:
+            timing.record_operation_telemetry(self._model_component_id, prediction.telemetry)
+        if self._on_action:
+            actions = await self._emit_action(state, actions, step + 1)
+        return actions, model_ns
+
+    async def _step(self, state: RouteState, actions: SpaceBatch | None, model_ns: int) -> EnvStepBatch:
+        """Step the env with ``actions``, record the step and fire ``step_completed``."""
+        action_step = state.step + 1
+        started_ns = perf_counter_ns()
+        stepped = self._begin(self._env_port.step_arrays, (actions,), "env.step", action_step)
+        if type(stepped) is _Suspended:
+            stepped = await self._finish(
+                stepped, started_ns, self.spec.limits.env_step_timeout, "env.step", action_step
+            )
+        env_ns = perf_counter_ns() - started_ns
+        if type(stepped) is not EnvStepBatch:
+            raise ProtocolError(f"env.step_arrays returned {type(stepped).__name__}; expected EnvStepBatch")
+        timing = self._timing
+        timing.env_step.record(env_ns)
+        if self._telemetry_on:
+            timing.record_operation_telemetry(self._env_component_id, stepped.telemetry)
+            timing.record_step(model_ns, env_ns, _payload_size(actions), _step_size(stepped))
+        state.record_step()
+        hooks = self._hooks
+        if self._on_step_completed:
+            await hooks.fire(
+                "step_completed",
+                LazyStepCompletedEvent(
+                    self._session_id,
+                    self._route,
+                    state.episode_id,
+                    state.episode_record_id,
+                    state.step,
+                    0,
+                    stepped.rewards.tolist(),
+                    partial(self._step_message, stepped),
+                    state.episode_ids(),
+                    state.episode_record_ids(),
+                ),
+            )
+        if self._telemetry_on and self._window_ns is not None:
+            now_ns = perf_counter_ns()
+            if timing.window_due(now_ns, self._window_ns):
+                window = timing.flush_window(self._session_id, self._route, now_ns)
+                if window is not None and self._on_window:
+                    await hooks.fire("telemetry_window", window)
+        return stepped
+
+    async def _settle_episodes(self, state: RouteState, step: EnvStepBatch) -> None:
+        """Adopt the step's episode ids (``episode_started`` for new ones), then count the
+        completed episodes (``episode_completed``)."""
+        if step.episode_ids:
+            started = state.observe_episode_ids(step.episode_ids)
+            if started:
+                await self._started(started)
+        if step.completed:
+            await self._completed(state, step.completed)
+
+    async def _reset_finished_lanes(
+        self, state: RouteState, done_lanes: list[int]
+    ) -> tuple[SpaceBatch | None, ArrayPredictContext]:
+        """DISABLED: reset the lanes whose current episode completed (every lane: a whole-vector
+        reset) with the next generation's seeds; the reset observation and its context."""
+        self._generation += 1
+        generation = self._generation
+        num_envs = self.spec.num_envs
+        if len(done_lanes) == num_envs:
+            reset = await self._reset(state, (), self._seeds_for(generation, range(num_envs)), state.step)
+            started = state.start_episodes(reset.episode_ids, True)
+        else:
+            reset = await self._reset(state, done_lanes, self._seeds_for(generation, done_lanes), state.step)
+            started = state.observe_episode_ids(reset.episode_ids)
+        await self._started(started)
+        return await self._emit_observation(state, reset.observation, _RESET_OBSERVATION, True)
+
+    async def _reset(
+        self, state: RouteState, env_indices: Sequence[int], seeds: list[int], step: int
+    ) -> EnvResetBatch:
+        """One guarded ``env.reset`` (every lane for empty ``env_indices``), timed."""
+        started_ns = perf_counter_ns()
+        reset = self._begin(self._env_port.reset_arrays, (env_indices, seeds), "env.reset", step)
+        if type(reset) is _Suspended:
+            reset = await self._finish(reset, started_ns, self.spec.limits.env_reset_timeout, "env.reset", step)
+        if type(reset) is not EnvResetBatch:
+            raise ProtocolError(f"env.reset_arrays returned {type(reset).__name__}; expected EnvResetBatch")
+        self._timing.reset.record(perf_counter_ns() - started_ns)
+        if self._telemetry_on:
+            self._timing.record_operation_telemetry(self._env_component_id, reset.telemetry)
+        return reset
 
     # -- guarded operations -------------------------------------------------------------------
 
-    async def _guarded(
-        self,
-        function: Callable[[Any], Any],
-        request: object,
-        started_ns: int,
-        timeout: float,
-        operation: str,
-        step: int,
-    ) -> Any:
-        """``await function(request)`` under ``timeout`` and the token (see :mod:`._guard`)."""
-        result = self._begin(function, request, operation, step)
-        if type(result) is _Suspended:
-            result = await self._finish(result, started_ns, timeout, operation, step)
-        return result
-
-    def _begin(self, function: Callable[[Any], Any], request: object, operation: str, step: int) -> Any:
-        """Start ``function(request)`` in this task: its result if it did not suspend, else ``_Suspended``.
+    def _begin(self, function: Callable[..., Any], args: tuple[Any, ...], operation: str, step: int) -> Any:
+        """Start ``function(*args)`` in this task: its result if it did not suspend, else ``_Suspended``.
 
         A plain method rather than a coroutine: an in-process env or model never suspends, and
         this is called twice per step.
@@ -496,7 +485,7 @@ class RuntimeDriver:
         try:
             if token is not None and token.cancelled:
                 raise RouteCancelledError(self._route_id, step, self._cancellation_reason)
-            awaitable = function(request)
+            awaitable = function(*args)
             running = awaitable if type(awaitable) is _CoroutineType else _guard.start(awaitable, operation)
             try:
                 yielded = running.send(None)
@@ -537,28 +526,22 @@ class RuntimeDriver:
             raise self._wrap(operation, step, error) from error
         # A CancelledError out of drive() is the task's own cancellation: it propagates.
 
-    def _done_lanes(self, state: RouteState, completed: Sequence[env_pb2.EpisodeMetadata]) -> list[int]:
+    def _done_lanes(self, state: RouteState, completed: Sequence[CompletedEpisode]) -> list[int]:
         """The lanes to reset under DISABLED: sorted, deduplicated ``env_index`` of the completed
         episodes that are their lane's current episode (not one interrupted earlier)."""
         num_envs = self.spec.num_envs
         current = state.episode_ids()
         lanes = set()
-        for metadata in completed:
-            lane = metadata.env_index
+        for episode in completed:
+            lane = episode.env_index
             if not 0 <= lane < num_envs:
                 raise ProtocolError(
-                    f"env.step reported completed episode {metadata.episode_id!r} on env_index {lane}; "
+                    f"env.step reported completed episode {episode.episode_id!r} on env_index {lane}; "
                     f"expected an env_index in 0..{num_envs - 1} (num_envs={num_envs})"
                 )
-            if metadata.episode_id == current[lane]:
+            if episode.episode_id == current[lane]:
                 lanes.add(lane)
         return sorted(lanes)
-
-    def _check_echo(self, echoed: model_pb2.PredictContext, context_bytes: bytes) -> None:
-        """Raise ``ModelRouteMismatchError`` unless ``echoed`` is the context sent (``context_bytes``)."""
-        expected = model_pb2.PredictContext.FromString(context_bytes)
-        if echoed != expected:
-            raise ModelRouteMismatchError(self._model_component_id, expected.request_id)
 
     def _wrap(self, operation: str, step: int, error: BaseException) -> RuntimeDriverError:
         if operation == "model.predict":
@@ -585,34 +568,27 @@ class RuntimeDriver:
                 ),
             )
 
-    async def _completed(self, state: RouteState, completed: Sequence[env_pb2.EpisodeMetadata]) -> None:
+    async def _completed(self, state: RouteState, completed: Sequence[CompletedEpisode]) -> None:
         listening = bool(self._on_episode_completed)
-        for metadata in completed:
-            record = state.complete_episode(metadata.episode_id)
+        for episode in completed:
+            record = state.complete_episode(episode.episode_id)
             if listening:
                 await self._hooks.fire(
                     "episode_completed",
-                    EpisodeCompletedEvent(
+                    LazyEpisodeCompletedEvent(
                         self._session_id,
                         self._route,
-                        metadata.episode_id,
                         record.record_id if record is not None else "",
                         record.index if record is not None else 0,
-                        metadata.env_index,
-                        metadata.step_count,
-                        metadata.cumulative_reward,
-                        metadata.terminated,
-                        metadata.truncated,
-                        metadata.duration_ms,
-                        metadata.final_info if metadata.HasField("final_info") else None,
-                        metadata,
+                        episode,
+                        episode_metadata,
+                        _final_info_message,
                     ),
                 )
 
-    async def _emit_action(
-        self, state: RouteState, action_value: Any, action_step: int, step_request: env_pb2.StepRequest
-    ) -> int:
-        """Run the action hooks; put the (transformed) action in ``step_request``; its size."""
+    async def _emit_action(self, state: RouteState, actions: SpaceBatch | None, action_step: int) -> SpaceBatch | None:
+        """Run the action hooks on the actions' bytes; the (transformed) actions."""
+        data = actions.data if actions is not None else None
         event = ActionReceivedEvent(
             self._session_id,
             self._route,
@@ -623,25 +599,27 @@ class RuntimeDriver:
             action_step,
             0,
             self._action_space,
-            action_value.bytes.data if action_value.HasField("bytes") else None,
+            data,
         )
         hooks = self._hooks
         if hooks.listeners("transform_action"):
             await hooks.transform("transform_action", event)
-        if event.action is not None:
-            step_request.action.bytes.data = event.action
         await hooks.fire("action_received", event)
-        return len(event.action) if event.action is not None else 0
+        if event.action is data:
+            return actions
+        if event.action is None:
+            return None
+        return SpaceBatch.from_bytes(self._action_codec, event.action, self.spec.num_envs)
 
     async def _emit_observation(
-        self, state: RouteState, value: Any, phase: str, is_reset: bool
-    ) -> tuple[model_pb2.PredictRequest, bytes]:
-        """The next predict request, after the observation hooks saw (and transformed) it, and
-        its context's serialized bytes."""
+        self, state: RouteState, observation: SpaceBatch | None, phase: str, is_reset: bool
+    ) -> tuple[SpaceBatch | None, ArrayPredictContext]:
+        """The next observation, after the observation hooks saw (and transformed) it, and the
+        context of the predict that will take it (its request id is used up now)."""
+        context = state.predict_context(phase)
         if not self._on_observation:
-            return _plain_request(state, value, phase)
-        request = _PredictRequest()
-        context_bytes = state.fill_context(request.context, phase)
+            return observation, context
+        data = observation.data if observation is not None else None
         event = ObservationEmittedEvent(
             self._session_id,
             self._route,
@@ -654,15 +632,19 @@ class RuntimeDriver:
             is_reset,
             self.spec.num_envs,
             self._observation_space,
-            value.bytes.data if value.HasField("bytes") else None,
+            data,
         )
         hooks = self._hooks
         if hooks.listeners("transform_observation"):
             await hooks.transform("transform_observation", event)
-        if event.observation is not None:
-            request.observation.bytes.data = event.observation
         await hooks.fire("observation_emitted", event)
-        return request, context_bytes
+        if event.observation is not data:
+            observation = (
+                None
+                if event.observation is None
+                else SpaceBatch.from_bytes(self._observation_codec, event.observation, self.spec.num_envs)
+            )
+        return observation, context
 
     # -- endings ------------------------------------------------------------------------------
 

@@ -6,7 +6,8 @@ describe **lane 0**, as upstream. Extensions are added after the seed's fields, 
 defaults, and never change a seed field:
 
 * :class:`EpisodeCompletedEvent` ``.metadata``: the env's whole ``EpisodeMetadata`` (``seed``,
-  timestamps included);
+  timestamps included), and ``.episode``, the same in array form
+  (:class:`~rlmesh_gym.runtime.seams.CompletedEpisode`);
 * :class:`StepCompletedEvent` ``.response`` (the env's whole ``StepResponse``),
   ``.episode_ids`` and ``.episode_record_ids`` (every lane, taken after the step was recorded
   and before episode ids rolled, so they name the episodes the step belonged to).
@@ -17,14 +18,24 @@ there is none. Protobuf fields (``action_space``, ``observation_space``, ``metad
 object goes to every hook in turn (plain slotted dataclasses: a frozen one costs about 1 us
 more to build per event), so treat events as read-only; only the transform hooks' return
 values change what is sent.
+
+Messages an event carries are built the first time a hook reads them: the driver runs on
+arrays in-process (:mod:`rlmesh_gym.runtime.seams`), so ``StepCompletedEvent.response`` and
+``EpisodeCompletedEvent.metadata`` / ``.final_info`` cost nothing unless read. Such an event is
+an instance of a private subclass of the documented class; its fields read the same.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from rlmesh_gym.proto import env_pb2, spaces_pb2
+
+if TYPE_CHECKING:
+    from rlmesh_gym.runtime.seams import CompletedEpisode
 
 __all__ = [
     "ActionReceivedEvent",
@@ -168,6 +179,8 @@ class EpisodeCompletedEvent:
     final_info: spaces_pb2.MetaMap | None
     metadata: env_pb2.EpisodeMetadata | None = None
     """Extension: the env's whole ``EpisodeMetadata`` (its ``seed`` in particular)."""
+    episode: CompletedEpisode | None = None
+    """Extension: the same episode in array form (``final_info`` as the env returned it)."""
 
 
 @dataclass(slots=True)
@@ -317,3 +330,129 @@ class TelemetrySummaryEvent:
     round_trip_ms_p99: float | None
     reconnects: int = 0
     drops: int = 0
+
+
+# -- events whose messages are built on first read -----------------------------------------------
+
+_STEP_RESPONSE = StepCompletedEvent.response  # the dataclass slots, shadowed below
+_EPISODE_METADATA = EpisodeCompletedEvent.metadata
+_EPISODE_FINAL_INFO = EpisodeCompletedEvent.final_info
+
+
+class LazyStepCompletedEvent(StepCompletedEvent):
+    """A :class:`StepCompletedEvent` whose ``response`` is built by ``build()`` on first read."""
+
+    __slots__ = ("_build_response",)
+
+    def __init__(
+        self,
+        session_id: str,
+        route: RuntimeRouteContext,
+        episode_id: str,
+        episode_record_id: str,
+        step: int,
+        env_index: int,
+        rewards: list[float],
+        build: Callable[[], env_pb2.StepResponse],
+        episode_ids: list[str],
+        episode_record_ids: list[str],
+    ) -> None:
+        StepCompletedEvent.__init__(
+            self,
+            session_id,
+            route,
+            episode_id,
+            episode_record_id,
+            step,
+            env_index,
+            rewards,
+            None,
+            episode_ids,
+            episode_record_ids,
+        )
+        self._build_response = build
+
+    @property  # type: ignore[override]
+    def response(self) -> env_pb2.StepResponse | None:
+        build = self._build_response
+        if build is not None:
+            self._build_response = None
+            _STEP_RESPONSE.__set__(self, build())
+        return _STEP_RESPONSE.__get__(self)
+
+    @response.setter
+    def response(self, value: env_pb2.StepResponse | None) -> None:
+        self._build_response = None
+        _STEP_RESPONSE.__set__(self, value)
+
+
+class LazyEpisodeCompletedEvent(EpisodeCompletedEvent):
+    """An :class:`EpisodeCompletedEvent` whose ``metadata`` and ``final_info`` are built from
+    ``episode`` on first read, by ``build_metadata(episode)`` and ``build_final_info(episode)``."""
+
+    __slots__ = ("_build_metadata", "_build_final_info")
+
+    def __init__(
+        self,
+        session_id: str,
+        route: RuntimeRouteContext,
+        episode_record_id: str,
+        episode_index: int,
+        episode: CompletedEpisode,
+        build_metadata: Callable[[CompletedEpisode], env_pb2.EpisodeMetadata],
+        build_final_info: Callable[[CompletedEpisode], spaces_pb2.MetaMap | None],
+    ) -> None:
+        EpisodeCompletedEvent.__init__(
+            self,
+            session_id,
+            route,
+            episode.episode_id,
+            episode_record_id,
+            episode_index,
+            episode.env_index,
+            episode.step_count,
+            episode.cumulative_reward,
+            episode.terminated,
+            episode.truncated,
+            episode.duration_ms,
+            None,
+            None,
+            episode,
+        )
+        self._build_metadata = build_metadata
+        self._build_final_info = build_final_info
+
+    @property  # type: ignore[override]
+    def metadata(self) -> env_pb2.EpisodeMetadata | None:
+        build = self._build_metadata
+        if build is not None:
+            self._build_metadata = None
+            _EPISODE_METADATA.__set__(self, build(self.episode))
+        return _EPISODE_METADATA.__get__(self)
+
+    @metadata.setter
+    def metadata(self, value: env_pb2.EpisodeMetadata | None) -> None:
+        self._build_metadata = None
+        _EPISODE_METADATA.__set__(self, value)
+
+    @property  # type: ignore[override]
+    def final_info(self) -> spaces_pb2.MetaMap | None:
+        build = self._build_final_info
+        if build is not None:
+            self._build_final_info = None
+            _EPISODE_FINAL_INFO.__set__(self, build(self.episode))
+        return _EPISODE_FINAL_INFO.__get__(self)
+
+    @final_info.setter
+    def final_info(self, value: spaces_pb2.MetaMap | None) -> None:
+        self._build_final_info = None
+        _EPISODE_FINAL_INFO.__set__(self, value)
+
+
+# They are the documented events to every reader (names, reprs, isinstance), built lazily.
+for _lazy, _public in (
+    (LazyStepCompletedEvent, StepCompletedEvent),
+    (LazyEpisodeCompletedEvent, EpisodeCompletedEvent),
+):
+    _lazy.__name__ = _public.__name__
+    _lazy.__qualname__ = _public.__qualname__

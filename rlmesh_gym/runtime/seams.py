@@ -1,9 +1,21 @@
 """The two seams the driver runs against: :class:`RuntimeEnv` and :class:`RuntimeModel`.
 
-Values cross them as the generated protobuf messages of :mod:`rlmesh_gym.proto`, exactly as
-in upstream ``rlmesh-runtime``; observation and action payloads are message bytes
-(:mod:`rlmesh_gym.spaces.codec`). Each call returns the response plus optional
-endpoint-local :class:`~rlmesh_gym.proto.core_pb2.OperationTelemetry`.
+Each seam has two forms:
+
+* **the message form** (:class:`RuntimeEnv`, :class:`RuntimeModel`): values cross as the
+  generated protobuf messages of :mod:`rlmesh_gym.proto`, exactly as in upstream
+  ``rlmesh-runtime``; observation and action payloads are message bytes. Every peer across a
+  process edge (the gRPC clients) and any user-written env or model speaks it.
+* **the array form** (:class:`ArrayRuntimeEnv`, :class:`ArrayRuntimeModel`): the same calls
+  with the same meaning, but payloads are :class:`~rlmesh_gym.spaces.batch.SpaceBatch` objects
+  (numpy batches that encode to message bytes only if someone reads the bytes), rewards and
+  masks are arrays, infos and ``final_info`` are the Python objects the env returned, and a
+  finished episode is a :class:`CompletedEpisode`. The in-process adapters implement it.
+
+The driver runs one loop on the array form; a message-form env or model is seen through
+:mod:`rlmesh_gym.runtime.message_form`, the one place where the two forms convert. Each call
+returns its result plus optional endpoint-local
+:class:`~rlmesh_gym.proto.core_pb2.OperationTelemetry`.
 
 Implementations may subclass the protocols to inherit the no-op ``close`` /
 ``close_route``; structural typing is enough otherwise. The driver awaits one call at a time
@@ -12,12 +24,24 @@ on each seam.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from rlmesh_gym.proto import core_pb2, env_pb2, model_pb2
+from rlmesh_gym.proto import core_pb2, env_pb2, model_pb2, spaces_pb2
+from rlmesh_gym.spaces.batch import SpaceBatch
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
+    "ArrayPredictContext",
+    "ArrayRuntimeEnv",
+    "ArrayRuntimeModel",
+    "CompletedEpisode",
+    "EnvResetBatch",
+    "EnvStepBatch",
+    "ModelActionBatch",
     "RuntimeEnv",
     "RuntimeEnvReset",
     "RuntimeEnvStep",
@@ -93,6 +117,135 @@ class RuntimeModel(Protocol):
     """
 
     async def predict(self, request: model_pb2.PredictRequest) -> RuntimeModelPrediction: ...
+
+    async def close_route(self, request: model_pb2.CloseRouteRequest, timeout: float) -> None:
+        """End the route within ``timeout`` seconds."""
+        return None
+
+
+# -- the array form ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class CompletedEpisode:
+    """A finished episode, as ``EpisodeMetadata`` describes it (``seed`` ``None`` when unseeded).
+
+    ``final_info`` is what the env returned for the episode's last step: a mapping (the array
+    form; converted to a ``MetaMap`` only at a process edge), a ``MetaMap`` (from a message-form
+    env), or ``None``.
+    """
+
+    episode_id: str
+    env_index: int
+    step_count: int
+    cumulative_reward: float
+    terminated: bool
+    truncated: bool
+    start_timestamp_ns: int = 0
+    end_timestamp_ns: int = 0
+    duration_ms: int = 0
+    seed: int | None = None
+    final_info: Mapping[str, Any] | spaces_pb2.MetaMap | None = None
+
+
+@dataclass(slots=True)
+class EnvResetBatch:
+    """What :meth:`ArrayRuntimeEnv.reset_arrays` returns: the full-width observation batch
+    (``None`` for none), one episode id per lane, and the env's infos (``None`` for none)."""
+
+    observation: SpaceBatch | None
+    episode_ids: list[str]
+    infos: Mapping[str, Any] | spaces_pb2.MetaMap | None = None
+    telemetry: core_pb2.OperationTelemetry | None = None
+
+
+@dataclass(slots=True)
+class EnvStepBatch:
+    """What :meth:`ArrayRuntimeEnv.step_arrays` returns.
+
+    ``rewards`` (float64), ``terminated`` and ``truncated`` (bool) have one entry per lane;
+    ``episode_ids`` are every lane's id after this step's rolls; ``completed`` lists the
+    episodes that ended (interrupted ones first, then this step's in lane order).
+    """
+
+    observation: SpaceBatch | None
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    episode_ids: list[str]
+    completed: list[CompletedEpisode]
+    infos: Mapping[str, Any] | spaces_pb2.MetaMap | None = None
+    telemetry: core_pb2.OperationTelemetry | None = None
+
+
+@dataclass(slots=True)
+class ModelActionBatch:
+    """What :meth:`ArrayRuntimeModel.predict_arrays` returns: one action row per observation row."""
+
+    action: SpaceBatch | None
+    telemetry: core_pb2.OperationTelemetry | None = None
+
+
+class ArrayPredictContext:
+    """The predict context of one array-form predict call.
+
+    ``session_id`` and ``route_id`` name the route (what a policy keys its per-route random
+    stream by) and ``rows`` is the number of slots. :meth:`message` builds the full
+    ``PredictContext`` (request id, every slot) the message form would have sent; it is exact
+    only while the call runs, before the driver records the step.
+    """
+
+    __slots__ = ("session_id", "route_id", "rows", "_build")
+
+    def __init__(self, session_id: str, route_id: str, rows: int, build: Any) -> None:
+        self.session_id = session_id
+        self.route_id = route_id
+        self.rows = rows
+        self._build = build
+
+    def encoded(self) -> bytes:
+        """The serialized ``PredictContext`` of this call (built now; canonical bytes)."""
+        return self._build()
+
+    def message(self) -> model_pb2.PredictContext:
+        """The ``PredictContext`` of this call (built now)."""
+        return model_pb2.PredictContext.FromString(self._build())
+
+    def __repr__(self) -> str:
+        return f"ArrayPredictContext(session_id={self.session_id!r}, route_id={self.route_id!r}, rows={self.rows})"
+
+
+@runtime_checkable
+class ArrayRuntimeEnv(Protocol):
+    """A :class:`RuntimeEnv` in array form (see the module docstring).
+
+    ``reset_arrays(env_indices, seeds, options)`` resets every lane when ``env_indices`` is
+    empty, else those lanes, with ``seeds`` empty or aligned with the lanes reset;
+    ``step_arrays(actions)`` applies one action batch (``None`` for a request without one).
+    Errors and ``close`` are as in :class:`RuntimeEnv`.
+    """
+
+    async def reset_arrays(
+        self, env_indices: Sequence[int], seeds: Sequence[int], options: Mapping[str, Any] | None = None
+    ) -> EnvResetBatch: ...
+
+    async def step_arrays(self, actions: SpaceBatch | None) -> EnvStepBatch: ...
+
+    async def close(self, timeout: float) -> None:
+        """Release the environment within ``timeout`` seconds."""
+        return None
+
+
+@runtime_checkable
+class ArrayRuntimeModel(Protocol):
+    """A :class:`RuntimeModel` in array form: ``predict_arrays(observation, context)`` answers
+    one action row per observation row (``observation`` is ``None`` for a request without
+    one). There is no echoed context to check. Errors and ``close_route`` are as in
+    :class:`RuntimeModel`."""
+
+    async def predict_arrays(
+        self, observation: SpaceBatch | None, context: ArrayPredictContext
+    ) -> ModelActionBatch: ...
 
     async def close_route(self, request: model_pb2.CloseRouteRequest, timeout: float) -> None:
         """End the route within ``timeout`` seconds."""

@@ -24,12 +24,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from functools import partial
 from typing import TYPE_CHECKING
 
 from rlmesh_gym._wire import length_delimited
 from rlmesh_gym._wire import varint as _varint
 from rlmesh_gym.proto import common_pb2, model_pb2
 from rlmesh_gym.runtime.events import RuntimeRouteContext
+from rlmesh_gym.runtime.seams import ArrayPredictContext
 
 if TYPE_CHECKING:
     from rlmesh_gym.runtime.spec import RuntimeSessionSpec
@@ -382,11 +384,22 @@ class RouteState:
     def encode_context(self, phase: RequestPhase | str) -> bytes:
         """A fresh ``PredictContext`` (next request id, every slot as it is now), serialized."""
         self.request_seq += 1
+        return self._encode_context(phase, self.request_seq)
+
+    def predict_context(self, phase: RequestPhase | str) -> ArrayPredictContext:
+        """The context of the next array-form predict: uses up a request id now; its message
+        (every slot as it is when built) is encoded only if the model asks for it."""
+        self.request_seq += 1
+        return ArrayPredictContext(
+            self.session_id, self.route_id, self.num_envs, partial(self._encode_context, phase, self.request_seq)
+        )
+
+    def _encode_context(self, phase: RequestPhase | str, seq: int) -> bytes:
         id_prefix = self._id_prefixes.get(phase)
         if id_prefix is None:
             text = phase.value if type(phase) is RequestPhase else phase
             id_prefix = self._id_prefixes[phase] = f"{self._request_prefix}{text}:".encode()
-        request_id = b"%s%06d" % (id_prefix, self.request_seq)  # next_request_id(), as bytes
+        request_id = b"%s%06d" % (id_prefix, seq)  # next_request_id(), as bytes
         size = len(request_id)
         parts = [
             self._context_head,

@@ -216,6 +216,27 @@ class SpaceCodec:
         self._fill(nodes, values, n)
         return items.SerializeToString(deterministic=True)
 
+    def normalize_batch(self, values: Any, n: int) -> Any:
+        """``values`` as :meth:`decode_batch` would give them back after :meth:`encode_batch`.
+
+        The value form of a batch without its bytes: raw kinds give an ndarray of the decoded
+        dtype and shape ``(n, *shape)`` (``values`` itself when it already is one, else a
+        converted copy); Text, Dict and Tuple go through the bytes. Raises the same
+        ``CodecError`` as :meth:`encode_batch` for anything it would refuse.
+        """
+        if self._raw:
+            try:
+                if (
+                    values.shape == self._shapes[n]
+                    and values.dtype is self._fast_dtype
+                    and type(values) is _ndarray
+                ):
+                    return values
+            except (KeyError, AttributeError, TypeError):  # first use of this n, or not an ndarray
+                pass
+            return self._finish(self._coerce(values, self._batch(n)[0], n))
+        return self.decode_batch(self.encode_batch(values, n), n)
+
     def decode_batch(self, data: bytes | bytearray | memoryview, n: int | None) -> Any:
         """The batch of ``n`` values in ``data`` (``n=None`` infers it from the payload).
 
@@ -265,6 +286,10 @@ class SpaceCodec:
     def decode(self, data: bytes | bytearray | memoryview) -> Any:
         """The one value in ``data`` (a batch of one). Raw kinds give read-only views."""
         return self._lane(self.decode_batch(data, 1), 0)
+
+    def batch_of_one(self, value: Any) -> Any:
+        """One value as a batch of one (``batch_space`` layout); a CodecError if it has the wrong structure."""
+        return self._batch_of_one(value)
 
     def _batch_of_one(self, value: Any) -> Any:
         if self._raw:

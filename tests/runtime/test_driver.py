@@ -1116,9 +1116,9 @@ def test_events_nobody_listens_to_are_never_built(monkeypatch) -> None:
     for event in (
         "ActionReceivedEvent",
         "ObservationEmittedEvent",
-        "StepCompletedEvent",
+        "LazyStepCompletedEvent",
         "EpisodeStartedEvent",
-        "EpisodeCompletedEvent",
+        "LazyEpisodeCompletedEvent",
         "SessionStartedEvent",
         "SessionEndedEvent",
         "LogEvent",

@@ -1,0 +1,288 @@
+"""The one place where the array form of the seams and their message form convert.
+
+* Array results to messages: :func:`episode_metadata`, :func:`reset_response`,
+  :func:`step_response` (used by the in-process adapters' message methods, so a gRPC server
+  or a user calling ``env.step(request)`` gets exactly the bytes the array form describes, and
+  by the driver's events when a hook reads a message).
+* Messages to array results: :func:`completed_episode`, :func:`reset_batch`,
+  :func:`step_batch`, and the two ports :class:`MessageEnvPort` / :class:`MessageModelPort`,
+  through which the driver drives a message-form env or model (a remote peer, or a user's own
+  ``RuntimeEnv``/``RuntimeModel``) with the same loop as an in-process one.
+
+Infos and ``final_info`` become ``MetaMap`` messages here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rlmesh_gym._wire import varint
+from rlmesh_gym.proto import env_pb2, model_pb2, spaces_pb2
+from rlmesh_gym.runtime._guard import require_awaitable
+from rlmesh_gym.runtime.errors import ModelRouteMismatchError, ProtocolError
+from rlmesh_gym.runtime.seams import (
+    ArrayPredictContext,
+    CompletedEpisode,
+    EnvResetBatch,
+    EnvStepBatch,
+    ModelActionBatch,
+    RuntimeEnv,
+    RuntimeEnvReset,
+    RuntimeEnvStep,
+    RuntimeModel,
+    RuntimeModelPrediction,
+)
+from rlmesh_gym.spaces.batch import SpaceBatch
+from rlmesh_gym.spaces.codec import SpaceCodec
+from rlmesh_gym.spaces.meta import to_meta_map
+
+__all__ = [
+    "MessageEnvPort",
+    "MessageModelPort",
+    "completed_episode",
+    "episode_metadata",
+    "expect_result",
+    "meta_map",
+    "reset_batch",
+    "reset_response",
+    "step_batch",
+    "step_response",
+]
+
+_MetaMap = spaces_pb2.MetaMap
+_StepResponse = env_pb2.StepResponse
+_WIRE_FLOAT64 = np.dtype("<f8")
+_BOOL = np.dtype(np.bool_)
+
+
+def expect_result(result: object, wrapper: type, response_type: type, operation: str) -> None:
+    """Raise ``ProtocolError`` unless ``result`` is a ``wrapper`` holding a ``response_type``."""
+    if not isinstance(result, wrapper):
+        raise ProtocolError(f"{operation} returned {type(result).__name__}; expected {wrapper.__name__}")
+    response = result.response  # type: ignore[attr-defined]
+    if not isinstance(response, response_type):
+        raise ProtocolError(
+            f"{operation} returned a {wrapper.__name__} whose response is {type(response).__name__}; "
+            f"expected {response_type.__name__}"
+        )
+
+
+def meta_map(value: Mapping[str, Any] | _MetaMap | None, name: str) -> _MetaMap | None:
+    """``value`` as a ``MetaMap`` (``None`` for ``None`` or an empty mapping)."""
+    if value is None or type(value) is _MetaMap:
+        return value
+    if not value:
+        return None
+    return to_meta_map(value, name=name)
+
+
+# -- array form -> message form ----------------------------------------------------------------
+
+
+def episode_metadata(
+    episode: CompletedEpisode, into: env_pb2.EpisodeMetadata | None = None
+) -> env_pb2.EpisodeMetadata:
+    """The ``EpisodeMetadata`` of ``episode`` (written into ``into`` when given)."""
+    metadata = env_pb2.EpisodeMetadata() if into is None else into
+    metadata.episode_id = episode.episode_id
+    metadata.env_index = episode.env_index
+    metadata.step_count = episode.step_count
+    metadata.cumulative_reward = episode.cumulative_reward
+    metadata.terminated = episode.terminated
+    metadata.truncated = episode.truncated
+    metadata.start_timestamp_ns = episode.start_timestamp_ns
+    metadata.end_timestamp_ns = episode.end_timestamp_ns
+    metadata.duration_ms = episode.duration_ms
+    if episode.seed is not None:
+        metadata.seed = episode.seed
+    final_info = meta_map(episode.final_info, "final_info")
+    if final_info is not None:
+        metadata.final_info.CopyFrom(final_info)
+    return metadata
+
+
+def reset_response(batch: EnvResetBatch) -> env_pb2.ResetResponse:
+    """The ``ResetResponse`` of an array-form reset."""
+    response = env_pb2.ResetResponse()
+    if batch.observation is not None:
+        response.observation.bytes.data = batch.observation.data
+    infos = meta_map(batch.infos, "infos")
+    if infos is not None:
+        response.infos.CopyFrom(infos)
+    response.episode_ids.extend(batch.episode_ids)
+    return response
+
+
+def step_response(batch: EnvStepBatch) -> env_pb2.StepResponse:
+    """The ``StepResponse`` of an array-form step (field for field what a message env sends)."""
+    rewards = np.ascontiguousarray(batch.rewards, dtype=_WIRE_FLOAT64)
+    terminated = np.ascontiguousarray(batch.terminated, dtype=_BOOL).tobytes()
+    truncated = np.ascontiguousarray(batch.truncated, dtype=_BOOL).tobytes()
+    # Rewards (2, packed doubles) and masks (3, 4) as encoded fields in one parse: cheaper than
+    # three field sets and a list conversion.
+    parts = []
+    if rewards.size:
+        parts += (b"\x12", varint(rewards.nbytes), rewards.tobytes())
+    if terminated:
+        parts += (b"\x1a", varint(len(terminated)), terminated)
+    if truncated:
+        parts += (b"\x22", varint(len(truncated)), truncated)
+    response = _StepResponse.FromString(b"".join(parts))
+    if batch.observation is not None:
+        response.observation.bytes.data = batch.observation.data
+    completed = response.completed_episodes
+    for episode in batch.completed:
+        episode_metadata(episode, completed.add())
+    response.episode_ids.extend(batch.episode_ids)
+    infos = meta_map(batch.infos, "infos")
+    if infos is not None:
+        response.infos.CopyFrom(infos)
+    return response
+
+
+# -- message form -> array form ----------------------------------------------------------------
+
+
+def completed_episode(metadata: env_pb2.EpisodeMetadata) -> CompletedEpisode:
+    """The :class:`CompletedEpisode` of an ``EpisodeMetadata`` (``final_info`` stays a ``MetaMap``)."""
+    return CompletedEpisode(
+        metadata.episode_id,
+        metadata.env_index,
+        metadata.step_count,
+        metadata.cumulative_reward,
+        metadata.terminated,
+        metadata.truncated,
+        metadata.start_timestamp_ns,
+        metadata.end_timestamp_ns,
+        metadata.duration_ms,
+        metadata.seed if metadata.HasField("seed") else None,
+        metadata.final_info if metadata.HasField("final_info") else None,
+    )
+
+
+def _payload(value: Any, codec: SpaceCodec | None, rows: int) -> SpaceBatch | None:
+    return SpaceBatch.from_bytes(codec, value.bytes.data, rows) if value.HasField("bytes") else None
+
+
+def reset_batch(response: env_pb2.ResetResponse, codec: SpaceCodec | None, rows: int) -> EnvResetBatch:
+    """The array form of a ``ResetResponse`` (payload still bytes, decoded on first use)."""
+    return EnvResetBatch(
+        _payload(response.observation, codec, rows),
+        list(response.episode_ids),
+        response.infos if response.HasField("infos") else None,
+    )
+
+
+def step_batch(response: env_pb2.StepResponse, codec: SpaceCodec | None, rows: int) -> EnvStepBatch:
+    """The array form of a ``StepResponse`` (payload still bytes, decoded on first use)."""
+    return EnvStepBatch(
+        _payload(response.observation, codec, rows),
+        np.array(response.rewards, dtype=np.float64),
+        np.frombuffer(response.terminated_mask, dtype=np.uint8) != 0,
+        np.frombuffer(response.truncated_mask, dtype=np.uint8) != 0,
+        list(response.episode_ids),
+        [completed_episode(metadata) for metadata in response.completed_episodes],
+        response.infos if response.HasField("infos") else None,
+    )
+
+
+class MessageEnvPort:
+    """A message-form :class:`RuntimeEnv` seen through the array form.
+
+    Requests carry the driver's timeouts (``timeout_ms``) as upstream's do. Each array result
+    keeps the response it was read from (:attr:`last_step`), so events that expose the
+    ``StepResponse`` hand on the env's own message.
+    """
+
+    __slots__ = ("env", "last_step", "_codec", "_rows", "_reset_timeout_ms", "_step_timeout_ms")
+
+    def __init__(
+        self,
+        env: RuntimeEnv,
+        observation_codec: SpaceCodec | None,
+        rows: int,
+        reset_timeout_ms: int,
+        step_timeout_ms: int,
+    ) -> None:
+        self.env = env
+        self.last_step: tuple[EnvStepBatch, env_pb2.StepResponse] | None = None
+        self._codec = observation_codec
+        self._rows = rows
+        self._reset_timeout_ms = reset_timeout_ms
+        self._step_timeout_ms = step_timeout_ms
+
+    async def reset_arrays(
+        self, env_indices: Sequence[int], seeds: Sequence[int], options: Mapping[str, Any] | None = None
+    ) -> EnvResetBatch:
+        request = env_pb2.ResetRequest(seeds=seeds, timeout_ms=self._reset_timeout_ms, env_indices=env_indices)
+        if options:
+            request.options.CopyFrom(to_meta_map(options, name="options"))
+        result = await require_awaitable(self.env.reset(request), "env.reset")
+        expect_result(result, RuntimeEnvReset, env_pb2.ResetResponse, "env.reset")
+        batch = reset_batch(result.response, self._codec, self._rows)
+        batch.telemetry = result.telemetry
+        return batch
+
+    async def step_arrays(self, actions: SpaceBatch | None) -> EnvStepBatch:
+        request = env_pb2.StepRequest(timeout_ms=self._step_timeout_ms)
+        if actions is not None:
+            request.action.bytes.data = actions.data
+        result = await require_awaitable(self.env.step(request), "env.step")
+        if type(result) is not RuntimeEnvStep or type(result.response) is not _StepResponse:
+            expect_result(result, RuntimeEnvStep, _StepResponse, "env.step")
+        response = result.response
+        batch = step_batch(response, self._codec, self._rows)
+        batch.telemetry = result.telemetry
+        self.last_step = (batch, response)
+        return batch
+
+    def step_message(self, batch: EnvStepBatch) -> env_pb2.StepResponse:
+        """The env's own response for ``batch`` when it is the last step's, else one built from it."""
+        last = self.last_step
+        if last is not None and last[0] is batch:
+            return last[1]
+        return step_response(batch)
+
+
+class MessageModelPort:
+    """A message-form :class:`RuntimeModel` seen through the array form.
+
+    Builds the ``PredictRequest`` from the call's context, and fails with
+    :class:`~rlmesh_gym.runtime.errors.ModelRouteMismatchError` unless the response echoes
+    that context exactly (compared with the bytes as sent, so a model that mutates the
+    request in place is caught).
+    """
+
+    __slots__ = ("model", "_codec", "_component_id")
+
+    def __init__(self, model: RuntimeModel, action_codec: SpaceCodec | None, component_id: str) -> None:
+        self.model = model
+        self._codec = action_codec
+        self._component_id = component_id
+
+    async def predict_arrays(
+        self, observation: SpaceBatch | None, context: ArrayPredictContext
+    ) -> ModelActionBatch:
+        request = model_pb2.PredictRequest()
+        context_bytes = context.encoded()
+        request.context.ParseFromString(context_bytes)
+        if observation is not None:
+            request.observation.bytes.data = observation.data
+        result = await require_awaitable(self.model.predict(request), "model.predict")
+        if (
+            type(result) is not RuntimeModelPrediction
+            or type(result.response) is not model_pb2.PredictResponse
+        ):
+            expect_result(result, RuntimeModelPrediction, model_pb2.PredictResponse, "model.predict")
+        response = result.response
+        # Serialising the echo and comparing bytes is cheaper than comparing messages; the
+        # message comparison decides only if the bytes differ.
+        echoed = response.context
+        if echoed.SerializeToString() != context_bytes:
+            expected = model_pb2.PredictContext.FromString(context_bytes)
+            if echoed != expected:
+                raise ModelRouteMismatchError(self._component_id, expected.request_id)
+        return ModelActionBatch(_payload(response.action, self._codec, context.rows), result.telemetry)
