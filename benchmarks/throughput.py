@@ -1,218 +1,215 @@
-"""Throughput of ``evaluate()`` against a hand-written gymnasium evaluation loop, in one process.
+"""``evaluate()`` against a hand-written loop and SB3's ``evaluate_policy``, in one process.
 
-Both sides run CartPole-v1 with the same shipped MLP (greedy: argmax of the logits, under
-``torch.inference_mode()``), the same lanes, autoreset mode and number of vector steps, and
-count env-steps the same way: lanes x vector steps. The baseline is the loop a user would write
-(SyncVectorEnv, reset with seeds, step, sum rewards per lane, partial resets under DISABLED).
-Runs are paired and interleaved (the order alternates inside each pair) and medians are
-reported, so machine noise hits both sides alike.
+Every side evaluates the same torch module on CartPole-v1 for the same K episodes on N lanes,
+counting each lane's first ``(K + i) // N`` episodes (the per-lane quotas SB3's
+``evaluate_policy`` and ``evaluate()`` both use), greedy (argmax of the logits) under
+``torch.inference_mode()``, one torch thread, env build and close included:
 
-Two timings per side:
-  loop  the evaluation loop only: first reset to last step (ours: the runtime session, as
-        ``EvalResult.timings.wall_seconds`` reports it);
-  call  end to end: env construction, loop and close (ours: the whole ``evaluate()`` call).
+  hand      the loop a user would write: ``SyncVectorEnv`` (NEXT_STEP autoreset), seeded reset,
+            ``policy(torch.as_tensor(obs)).argmax(1)``, per-lane returns and quota counting;
+  sb3       ``stable_baselines3.common.evaluation.evaluate_policy`` on a ``DummyVecEnv`` of the
+            same envs, through a minimal ``predict`` around the same module;
+  evaluate  ``rlmesh_gym.evaluate(env_id, module, episodes=K, num_envs=N, seed=...)``.
 
-    python benchmarks/throughput.py                 # N in {1, 8, 64}, all three autoreset modes
-    python benchmarks/throughput.py --lanes 8 --modes next_step --repeats 9
-    python benchmarks/throughput.py --profile 8:next_step   # cProfile of one evaluate() run
+Workloads: **long** (the shipped CartPole policy: every episode lasts 500 steps) and
+**short** (a seeded random-init MLP 4-64-64-2: episodes of about 9 steps). Runs are paired
+and interleaved (the order of the sides rotates every repeat) and medians are reported, so
+machine noise hits every side alike. Ratios are to the hand loop (same episodes per side, so
+time ratio = throughput ratio); "env-steps/s" is the hand loop's counted episode steps per
+second. Extra rows: ``evaluate()`` with a typical hook set and with recording on.
+
+    python benchmarks/throughput.py                        # long and short, N in {1, 8, 64}
+    python benchmarks/throughput.py --lanes 8 --repeats 9 --workloads short
+    python benchmarks/throughput.py --profile 8:short      # cProfile of one evaluate() run
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import pstats
 import statistics
+import tempfile
 import time
+import warnings
 
 import gymnasium as gym
 import numpy as np
 import torch
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.vec_env import DummyVecEnv
 
 from rlmesh_gym.evaluation import evaluate
 from rlmesh_gym.policies.pretrained import load_pretrained
-
-MODES = {"next_step": "NextStep", "same_step": "SameStep", "disabled": "Disabled"}
+from rlmesh_gym.runtime import RuntimeHooks
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--lanes", type=int, nargs="+", default=[1, 8, 64], help="lane counts N")
-parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES), help="autoreset modes")
-parser.add_argument("--repeats", type=int, default=5, help="paired runs per configuration (median reported)")
-parser.add_argument(
-    "--env-steps",
-    type=int,
-    default=4000,
-    help="target env-steps per run; rounded up to whole 500-step episodes per lane",
-)
+parser.add_argument("--workloads", nargs="+", default=["long", "short"], choices=["long", "short"])
+parser.add_argument("--repeats", type=int, default=5, help="paired runs per row (median reported)")
+parser.add_argument("--env-steps", type=int, default=4000, help="target counted env-steps per run")
 parser.add_argument("--seed", type=int, default=0)
-parser.add_argument(
-    "--split",
-    action="store_true",
-    help="also print where the time goes per vector step (env / policy / driver), from extra clocked runs",
-)
-parser.add_argument(
-    "--profile",
-    default=None,
-    metavar="N:MODE",
-    help="instead of the table, profile one evaluate() run with cProfile and print the top functions",
-)
+parser.add_argument("--no-extras", action="store_true", help="skip the hooks and recording rows")
+parser.add_argument("--profile", default=None, metavar="N:WORKLOAD", help="cProfile one evaluate() run")
 args = parser.parse_args()
 
 torch.set_num_threads(1)
-policy = load_pretrained("cartpole")
+ENV_ID = "CartPole-v1"
 
 
-def episodes_for(lanes: int) -> int:
-    # Every greedy CartPole episode of the shipped policy lasts 500 steps (truncation).
-    per_lane = max(1, -(-args.env_steps // (500 * lanes)))
+def short_policy() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(4, 64),
+        torch.nn.Tanh(),
+        torch.nn.Linear(64, 64),
+        torch.nn.Tanh(),
+        torch.nn.Linear(64, 2),
+    ).eval()
+
+
+POLICIES = {"long": load_pretrained("cartpole"), "short": short_policy()}
+MEAN_LENGTH = {"long": 500, "short": 9}
+
+
+def episodes_for(workload: str, lanes: int) -> int:
+    per_lane = max(1, -(-args.env_steps // (MEAN_LENGTH[workload] * lanes)))
     return per_lane * lanes
 
 
-def run_ours(lanes: int, mode: str) -> tuple[float, float, int, float, tuple[float, float, float]]:
-    """(loop s, call s, vector steps, mean return, (env, model, driver) us per vector step) of evaluate()."""
+def run_hand(module: torch.nn.Module, lanes: int, episodes: int) -> tuple[float, int]:
+    """(seconds, counted env-steps) of the hand-written loop."""
     started = time.perf_counter()
-    result = evaluate(
-        "CartPole-v1",
-        policy,
-        episodes=episodes_for(lanes),
-        num_envs=lanes,
-        seed=args.seed,
-        autoreset=mode,
-        progress=False,
-    )
-    call = time.perf_counter() - started
-    timings = result.timings
-    split = (1e3 * timings.env_step_ms, 1e3 * timings.model_wait_ms, 1e3 * timings.overhead_ms)
-    return timings.wall_seconds, call, timings.vector_steps, result.mean_return, split
-
-
-def run_baseline(lanes: int, mode: str, vector_steps: int) -> tuple[float, float, float]:
-    """(loop seconds, call seconds, mean return) of the hand-written loop for ``vector_steps`` steps."""
-    started = time.perf_counter()
-    envs = gym.vector.SyncVectorEnv(
-        [lambda: gym.make("CartPole-v1") for _ in range(lanes)], autoreset_mode=MODES[mode]
-    )
-    disabled = mode == "disabled"
-    next_step = mode == "next_step"
-    loop_started = time.perf_counter()
-    obs, _ = envs.reset(seed=[args.seed + lane for lane in range(lanes)])
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make(ENV_ID) for _ in range(lanes)])
+    quotas = np.array([(episodes + lane) // lanes for lane in range(lanes)])
+    counts = np.zeros(lanes, dtype=np.int64)
     returns = np.zeros(lanes)
-    finished: list[float] = []
+    lengths = np.zeros(lanes, dtype=np.int64)
+    counted_steps = 0
     pending = np.zeros(lanes, dtype=bool)  # NEXT_STEP: this step is the lane's reset step
-    for _ in range(vector_steps):
-        with torch.inference_mode():
-            actions = policy(torch.as_tensor(obs)).argmax(dim=1).numpy()
-        obs, rewards, terminated, truncated, _ = envs.step(actions)
-        if next_step:
-            returns[pending] = 0.0
-            rewards = np.where(pending, 0.0, rewards)
-        returns += rewards
-        done = terminated | truncated
-        if done.any():
-            finished.extend(returns[done].tolist())
-            returns[done] = 0.0
-            if disabled:
-                obs, _ = envs.reset(options={"reset_mask": done})
-        if next_step:
-            pending = done
-    loop = time.perf_counter() - loop_started
-    envs.close()
-    call = time.perf_counter() - started
-    return loop, call, float(np.mean(finished)) if finished else float("nan")
-
-
-def run_baseline_split(lanes: int, mode: str, vector_steps: int) -> tuple[float, float]:
-    """(env, policy) us per vector step: the same loop with clocks around the policy and env.step."""
-    envs = gym.vector.SyncVectorEnv(
-        [lambda: gym.make("CartPole-v1") for _ in range(lanes)], autoreset_mode=MODES[mode]
-    )
     obs, _ = envs.reset(seed=[args.seed + lane for lane in range(lanes)])
-    policy_ns = env_ns = 0
-    for _ in range(vector_steps):
-        t0 = time.perf_counter_ns()
+    while (counts < quotas).any():
         with torch.inference_mode():
-            actions = policy(torch.as_tensor(obs)).argmax(dim=1).numpy()
-        t1 = time.perf_counter_ns()
-        obs, _, terminated, truncated, _ = envs.step(actions)
-        t2 = time.perf_counter_ns()
-        policy_ns += t1 - t0
-        env_ns += t2 - t1
-        if mode == "disabled" and (terminated | truncated).any():
-            obs, _ = envs.reset(options={"reset_mask": terminated | truncated})
+            actions = module(torch.as_tensor(obs)).argmax(dim=1).numpy()
+        obs, rewards, terminated, truncated, _ = envs.step(actions)
+        live = ~pending
+        returns[live] += rewards[live]
+        lengths[live] += 1
+        done = (terminated | truncated) & live
+        if done.any():
+            for lane in np.flatnonzero(done):
+                if counts[lane] < quotas[lane]:
+                    counts[lane] += 1
+                    counted_steps += int(lengths[lane])
+            returns[done] = 0.0
+            lengths[done] = 0
+        pending = done
     envs.close()
-    return env_ns / vector_steps / 1e3, policy_ns / vector_steps / 1e3
+    return time.perf_counter() - started, counted_steps
+
+
+class _SB3Predictor:
+    """The minimal ``predict`` SB3's evaluate_policy calls, around a torch module."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.module = module
+
+    def predict(self, observation, state=None, episode_start=None, deterministic=True):
+        with torch.inference_mode():
+            return self.module(torch.as_tensor(observation)).argmax(dim=1).numpy(), state
+
+
+def run_sb3(module: torch.nn.Module, lanes: int, episodes: int) -> float:
+    started = time.perf_counter()
+    envs = DummyVecEnv([lambda: gym.make(ENV_ID) for _ in range(lanes)])
+    envs.seed(args.seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "not wrapped with a Monitor": fine for greedy CartPole
+        evaluate_policy(_SB3Predictor(module), envs, n_eval_episodes=episodes, deterministic=True)
+    envs.close()
+    return time.perf_counter() - started
+
+
+class TypicalHooks(RuntimeHooks):
+    """What a user typically listens to: episode ends, step rewards and observations."""
+
+    def __init__(self) -> None:
+        self.episodes = self.steps = self.observations = 0
+        self.reward = 0.0
+
+    async def episode_completed(self, event) -> None:
+        self.episodes += 1
+
+    async def step_completed(self, event) -> None:
+        self.steps += 1
+        self.reward += sum(event.rewards)
+
+    async def observation_emitted(self, event) -> None:
+        self.observations += 1
+
+
+def run_ours(module: torch.nn.Module, lanes: int, episodes: int, extra: str = "") -> float:
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as folder:
+        evaluate(
+            ENV_ID,
+            module,
+            episodes=episodes,
+            num_envs=lanes,
+            seed=args.seed,
+            progress=False,
+            hooks=[TypicalHooks()] if extra == "hooks" else (),
+            record=os.path.join(folder, "run.rlmrec") if extra == "record" else None,
+        )
+    return time.perf_counter() - started
 
 
 if args.profile:
-    lanes_text, _, mode = args.profile.partition(":")
-    lanes, mode = int(lanes_text), mode or "next_step"
-    run_ours(lanes, mode)  # warm up imports and caches
+    lanes_text, _, workload = args.profile.partition(":")
+    lanes, workload = int(lanes_text), workload or "long"
+    module, episodes = POLICIES[workload], episodes_for(workload, lanes)
+    run_ours(module, lanes, episodes)  # warm up imports and caches
     profiler = cProfile.Profile()
     profiler.enable()
-    loop, call, steps, _, _ = run_ours(lanes, mode)
+    seconds = run_ours(module, lanes, episodes)
     profiler.disable()
-    print(
-        f"N={lanes} {mode}: {steps} vector steps, {lanes * steps / loop:,.0f} env-steps/s "
-        f"({1e6 * loop / steps:.1f} us per vector step in the session)"
-    )
+    print(f"N={lanes} {workload}: {episodes} episodes in {seconds:.2f} s")
     pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
     raise SystemExit(0)
 
+sides = ["hand", "sb3", "evaluate"] + ([] if args.no_extras else ["hooks", "record"])
+runners = {
+    "hand": lambda m, n, k: run_hand(m, n, k)[0],
+    "sb3": run_sb3,
+    "evaluate": run_ours,
+    "hooks": lambda m, n, k: run_ours(m, n, k, "hooks"),
+    "record": lambda m, n, k: run_ours(m, n, k, "record"),
+}
 print(
-    f"CartPole-v1, shipped MLP, greedy; {args.repeats} paired runs per row, medians; "
-    "env-steps/s = lanes x vector steps / s"
+    f"{ENV_ID}, greedy torch MLP, one torch thread; {args.repeats} paired runs per row, medians; "
+    "ratios to the hand loop (higher is faster)"
 )
-header = (
-    f"{'N':>3} {'autoreset':<10} {'steps':>7} | {'baseline':>10} {'evaluate':>10} {'ratio':>6} | "
-    f"{'baseline':>10} {'evaluate':>10} {'ratio':>6}"
+header = f"{'workload':<8} {'N':>3} {'episodes':>8} | {'hand env-steps/s':>16} |" + "".join(
+    f" {side:>8}" for side in sides[1:]
 )
-print(f"{'':<23}| {'loop (reset..last step)':^29} | {'call (build..close)':^29}")
 print(header)
 print("-" * len(header))
-splits: list[str] = []
-for lanes in args.lanes:
-    for mode in args.modes:
-        steps = run_ours(lanes, mode)[2]  # warm-up; fixes the vector-step count for both sides
-        run_baseline(lanes, mode, steps)
-        ours_loop, ours_call, base_loop, base_call, ours_split, base_split = [], [], [], [], [], []
+for workload in args.workloads:
+    module = POLICIES[workload]
+    for lanes in args.lanes:
+        episodes = episodes_for(workload, lanes)
+        for side in sides:  # warm-up
+            runners[side](module, lanes, episodes)
+        times: dict[str, list[float]] = {side: [] for side in sides}
+        counted = run_hand(module, lanes, episodes)[1]
         for repeat in range(args.repeats):
-            order = ("ours", "base") if repeat % 2 == 0 else ("base", "ours")
-            for side in order:
-                if side == "ours":
-                    loop, call, ours_steps, ours_mean, split = run_ours(lanes, mode)
-                    if ours_steps != steps:
-                        raise SystemExit(f"evaluate() ran {ours_steps} vector steps, expected {steps}")
-                    ours_loop.append(loop)
-                    ours_call.append(call)
-                    ours_split.append(split)
-                else:
-                    loop, call, base_mean = run_baseline(lanes, mode, steps)
-                    base_loop.append(loop)
-                    base_call.append(call)
-                    if args.split:
-                        base_split.append(run_baseline_split(lanes, mode, steps))
-        env_steps = lanes * steps
-        rates = [env_steps / statistics.median(t) for t in (base_loop, ours_loop, base_call, ours_call)]
+            shift = repeat % len(sides)
+            for side in sides[shift:] + sides[:shift]:
+                times[side].append(runners[side](module, lanes, episodes))
+        medians = {side: statistics.median(values) for side, values in times.items()}
+        ratios = "".join(f" {medians['hand'] / medians[side]:>7.2f}x" for side in sides[1:])
         print(
-            f"{lanes:>3} {mode:<10} {env_steps:>7} | "
-            f"{rates[0]:>10,.0f} {rates[1]:>10,.0f} {rates[1] / rates[0]:>5.2f}x | "
-            f"{rates[2]:>10,.0f} {rates[3]:>10,.0f} {rates[3] / rates[2]:>5.2f}x"
+            f"{workload:<8} {lanes:>3} {episodes:>8} | {counted / medians['hand']:>16,.0f} |{ratios}",
+            flush=True,
         )
-        if not (ours_mean >= 475 and base_mean >= 475):
-            print(f"    note: mean returns {ours_mean:.1f} (evaluate) / {base_mean:.1f} (baseline)")
-        if args.split:
-            env, model, driver = (statistics.median(row[i] for row in ours_split) for i in range(3))
-            base_env, base_policy = (statistics.median(row[i] for row in base_split) for i in range(2))
-            splits.append(
-                f"{lanes:>3} {mode:<10} | {base_env:>8.1f} {base_policy:>8.1f} | {env:>8.1f} {model:>8.1f} "
-                f"{driver:>8.1f} | {env - base_env:>+8.1f} {model - base_policy:>+8.1f} {driver:>+8.1f}"
-            )
-
-if args.split:
-    print("\nus per vector step (medians of clocked runs)")
-    print(f"{'':<14} | {'baseline':^17} | {'evaluate':^26} | {'added by rlmesh_gym':^26}")
-    print(
-        f"{'N':>3} {'autoreset':<10} | {'env':>8} {'policy':>8} | {'env':>8} {'model':>8} {'driver':>8} | "
-        f"{'env':>8} {'model':>8} {'driver':>8}"
-    )
-    print("\n".join(splits))

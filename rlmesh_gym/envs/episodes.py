@@ -3,8 +3,9 @@
 The env side owns episode ids: a fresh UUIDv4 per lane at every reset and at every autoreset
 roll. :class:`LaneEpisodes` keeps, for each lane, the current id, the seed it was reset with,
 the counted steps and return, and the start timestamps, and turns finished episodes into
-:class:`~rlmesh_gym.runtime.seams.CompletedEpisode` records (``EpisodeMetadata`` in array form). It knows nothing about gymnasium; the adapter feeds it the
-reward and done masks of each step.
+:class:`~rlmesh_gym.runtime.seams.CompletedEpisode` records (``EpisodeMetadata`` in array
+form). It knows nothing about gymnasium; the adapter feeds it the reward and done masks of each
+step.
 
 Lane lifecycle (one of three states):
 
@@ -40,18 +41,31 @@ _NEXT_STEP = env_pb2.AUTORESET_MODE_NEXT_STEP
 _SAME_STEP = env_pb2.AUTORESET_MODE_SAME_STEP
 _MODES = (env_pb2.AUTORESET_MODE_NEXT_STEP, env_pb2.AUTORESET_MODE_SAME_STEP, env_pb2.AUTORESET_MODE_DISABLED)
 
-_ID_POOL_BYTES = 16 * 256
-_id_pool = bytearray()
+_ID_POOL_SIZE = 256
+_id_pool: list[str] = []
 _id_pool_lock = threading.Lock()
-# A forked child must not hand out the parent's remaining random bytes (duplicate ids).
+# A forked child must not hand out the parent's remaining ids (duplicates).
 os.register_at_fork(after_in_child=_id_pool.clear)
+
+
+def _fresh_ids(count: int) -> list[str]:
+    """``count`` random UUIDv4 strings from one ``os.urandom`` call."""
+    raw = np.frombuffer(os.urandom(16 * count), dtype=np.uint8).reshape(count, 16).copy()
+    raw[:, 6] = (raw[:, 6] & 0x0F) | 0x40  # version 4
+    raw[:, 8] = (raw[:, 8] & 0x3F) | 0x80  # RFC 4122 variant
+    text = raw.tobytes().hex()
+    return [
+        f"{text[i : i + 8]}-{text[i + 8 : i + 12]}-{text[i + 12 : i + 16]}-{text[i + 16 : i + 20]}-"
+        f"{text[i + 20 : i + 32]}"
+        for i in range(0, 32 * count, 32)
+    ]
 
 
 def new_episode_id() -> str:
     """A random UUIDv4 in lowercase hyphenated form (the same as ``str(uuid.uuid4())``).
 
-    Random bytes come from ``os.urandom`` in blocks of 256 ids: one system call per block
-    instead of one per id, which matters when many lanes roll on the same step.
+    Ids are made 256 at a time from one ``os.urandom`` call: one system call and one vectorised
+    formatting pass per block instead of per id, which matters when episodes are short.
 
     >>> import uuid
     >>> episode_id = new_episode_id()
@@ -60,13 +74,8 @@ def new_episode_id() -> str:
     """
     with _id_pool_lock:
         if not _id_pool:
-            _id_pool.extend(os.urandom(_ID_POOL_BYTES))
-        raw = _id_pool[-16:]
-        del _id_pool[-16:]
-    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
-    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
-    text = raw.hex()
-    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+            _id_pool.extend(_fresh_ids(_ID_POOL_SIZE))
+        return _id_pool.pop()
 
 
 class LaneEpisodes:
@@ -94,10 +103,11 @@ class LaneEpisodes:
         self.autoreset_mode = autoreset_mode
         self._ids: list[str] = [""] * num_envs
         self._seeds: list[int | None] = [None] * num_envs
-        self._active = np.zeros(num_envs, dtype=np.bool_)
-        self._all_active = False
-        self._pending = np.zeros(num_envs, dtype=np.bool_)
-        self._any_pending = False
+        # Lane state as Python lists: per-step numpy operations on a few lanes cost more than
+        # the Python they replace, and the hot path touches them only when an episode ends.
+        self._active = [False] * num_envs
+        self._active_count = 0
+        self._pending: list[int] = []  # NEXT_STEP lanes whose next step is the env's reset step
         # Step counts as "steps recorded since the episode began": one int tick, no per-lane adds.
         self._tick = 0
         self._start_tick = [0] * num_envs
@@ -117,11 +127,15 @@ class LaneEpisodes:
     @property
     def all_active(self) -> bool:
         """Whether every lane has a running episode."""
-        return self._all_active
+        return self._active_count == self.num_envs
 
     def idle_lanes(self) -> np.ndarray:
         """Indices of lanes with no running episode and no autoreset pending."""
-        return np.flatnonzero(~(self._active | self._pending))
+        pending = set(self._pending)
+        return np.array(
+            [lane for lane, active in enumerate(self._active) if not active and lane not in pending],
+            dtype=np.int64,
+        )
 
     def start(self, lanes: Sequence[int], seeds: Sequence[int | None]) -> None:
         """Start a new episode on each of ``lanes`` (a reset), with the seed at the same position.
@@ -138,9 +152,9 @@ class LaneEpisodes:
             if self._active[lane]:
                 self._buffer_interrupted(self._completed(lane, False, True, wall, mono))
             self._begin(lane, seed, wall, mono)
-        self._pending[list(lanes)] = False
-        self._any_pending = bool(self._pending.any())
-        self._all_active = bool(self._active.all())
+        if self._pending:
+            started = set(lanes)
+            self._pending = [lane for lane in self._pending if lane not in started]
 
     def record_step(
         self,
@@ -165,20 +179,24 @@ class LaneEpisodes:
         ``any_done=False`` tells that no lane is terminated or truncated (the caller has already
         looked at the masks), which skips the mask arithmetic when nothing else is due either.
         """
-        if any_done is False and not (self._any_pending or self._stale or self._interrupted):
+        if any_done is False and not (self._pending or self._stale or self._interrupted):
             # The common step: every running episode goes on, nothing to complete or clear.
             self._tick += 1
             self._returns += rewards
             return [], []
-        done = terminated | truncated
-        if self._any_pending:
-            broken = self._pending & done
-            if broken.any():
-                lanes = np.flatnonzero(broken).tolist()
+        if any_done is False:
+            done = []
+        else:
+            ended_flags, cut_flags = terminated.tolist(), truncated.tolist()
+            done = [lane for lane in range(self.num_envs) if ended_flags[lane] or cut_flags[lane]]
+        pending = self._pending
+        if pending:
+            broken = sorted(set(pending).intersection(done))
+            if broken:
                 raise ValueError(
-                    f"NEXT_STEP lanes {lanes} were waiting for their autoreset, so this step must be the "
+                    f"NEXT_STEP lanes {broken} were waiting for their autoreset, so this step must be the "
                     "env's reset step (not done), but the env reported "
-                    f"terminated {terminated[lanes].tolist()}, truncated {truncated[lanes].tolist()}"
+                    f"terminated {terminated[broken].tolist()}, truncated {truncated[broken].tolist()}"
                 )
             if not self._warned_reset_reward:
                 self._warn_reset_reward(rewards)
@@ -191,29 +209,28 @@ class LaneEpisodes:
         self._tick += 1
         # Lanes without a running episode (idle or pending) add garbage here; _begin zeroes their sum.
         self._returns += rewards
-        finished = done.nonzero()[0] if self._all_active else (done & self._active).nonzero()[0]
-
-        if not self._any_pending and not finished.size:
+        active = self._active
+        finished = done if self._active_count == self.num_envs else [lane for lane in done if active[lane]]
+        if not pending and not finished:
             return completed, []
 
         wall, mono = time.time_ns(), time.monotonic_ns()
-        if self._any_pending:
-            for lane in np.flatnonzero(self._pending).tolist():
+        if pending:
+            for lane in pending:
                 self._begin(lane, None, wall, mono)
-            self._pending[:] = False
-            self._any_pending = False
+            self._pending = []
         ended = []
-        for lane in finished.tolist():
+        mode = self.autoreset_mode
+        for lane in finished:
             ended.append(self._completed(lane, bool(terminated[lane]), bool(truncated[lane]), wall, mono))
-            self._active[lane] = False
-            if self.autoreset_mode == _NEXT_STEP:
-                self._pending[lane] = True
-                self._any_pending = True
-            elif self.autoreset_mode == _SAME_STEP:
+            active[lane] = False
+            self._active_count -= 1
+            if mode == _NEXT_STEP:
+                self._pending.append(lane)
+            elif mode == _SAME_STEP:
                 self._begin(lane, None, wall, mono)
             else:
                 self._stale.append(lane)
-        self._all_active = bool(self._active.all())
         completed.extend(ended)
         return completed, ended
 
@@ -225,12 +242,12 @@ class LaneEpisodes:
         wall, mono = time.time_ns(), time.monotonic_ns()
         episodes = list(self._interrupted)
         self._interrupted.clear()
-        for lane in np.flatnonzero(self._active).tolist():
-            episodes.append(self._completed(lane, False, True, wall, mono))
-        self._active[:] = False
-        self._all_active = False
-        self._pending[:] = False
-        self._any_pending = False
+        for lane, active in enumerate(self._active):
+            if active:
+                episodes.append(self._completed(lane, False, True, wall, mono))
+        self._active = [False] * self.num_envs
+        self._active_count = 0
+        self._pending = []
         self._stale.clear()
         self._ids = [""] * self.num_envs
         return episodes
@@ -238,13 +255,17 @@ class LaneEpisodes:
     def _begin(self, lane: int, seed: int | None, wall: int, mono: int) -> None:
         self._ids[lane] = new_episode_id()
         self._seeds[lane] = seed
-        self._active[lane] = True
+        if not self._active[lane]:
+            self._active[lane] = True
+            self._active_count += 1
         self._start_tick[lane] = self._tick
         self._returns[lane] = 0.0
         self._start_wall_ns[lane] = wall
         self._start_mono_ns[lane] = mono
 
-    def _completed(self, lane: int, terminated: bool, truncated: bool, wall: int, mono: int) -> CompletedEpisode:
+    def _completed(
+        self, lane: int, terminated: bool, truncated: bool, wall: int, mono: int
+    ) -> CompletedEpisode:
         return CompletedEpisode(
             self._ids[lane],
             lane,
@@ -259,11 +280,10 @@ class LaneEpisodes:
         )
 
     def _warn_reset_reward(self, rewards: np.ndarray) -> None:
-        nonzero = self._pending & (rewards != 0.0)
-        if not nonzero.any():
+        lanes = sorted(lane for lane in self._pending if rewards[lane] != 0.0)
+        if not lanes:
             return
         self._warned_reset_reward = True
-        lanes = np.flatnonzero(nonzero).tolist()
         warnings.warn(
             f"NEXT_STEP lanes {lanes} reported rewards {rewards[lanes].tolist()} on their autoreset step "
             "(gymnasium's reset step, normally reward 0; a vector reward wrapper such as TransformReward "

@@ -34,10 +34,11 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 
 from rlmesh_gym.envs._infos import lane_info
 from rlmesh_gym.envs.episodes import LaneEpisodes
-from rlmesh_gym.proto import core_pb2, env_pb2, spaces_pb2
+from rlmesh_gym.proto import env_pb2, spaces_pb2
 from rlmesh_gym.runtime.errors import EnvRpcError
-from rlmesh_gym.runtime.message_form import episode_metadata, reset_response, step_response
+from rlmesh_gym.runtime.message_form import detached, episode_metadata, reset_response, step_response
 from rlmesh_gym.runtime.seams import EnvResetBatch, EnvStepBatch, RuntimeEnv, RuntimeEnvReset, RuntimeEnvStep
+from rlmesh_gym.runtime.telemetry import EndpointTelemetry
 from rlmesh_gym.spaces import space_spec
 from rlmesh_gym.spaces.batch import SpaceBatch
 from rlmesh_gym.spaces.codec import CodecError, SpaceCodec
@@ -171,6 +172,8 @@ class GymVectorEnv(RuntimeEnv):
         )
         self._episodes = LaneEpisodes(num_envs, _WIRE_MODE[self._mode])
         self._same_action_codec: SpaceCodec | None = None  # a policy's own codec of the action space
+        self._step_telemetry = EndpointTelemetry("env.step")
+        self._reset_telemetry = EndpointTelemetry("env.reset")
         self._no_lanes = bytes(num_envs)  # a mask with no lane set
         self._disabled_vector = self._vector and self._mode is AutoresetMode.DISABLED
         self._same_step = self._mode is AutoresetMode.SAME_STEP
@@ -284,10 +287,13 @@ class GymVectorEnv(RuntimeEnv):
                 options = from_meta_map(request.options)
             except (MetaConversionError, ValueError, TypeError) as error:
                 raise EnvRpcError(
-                    "env.reset", self._steps_taken, f"reset options could not be decoded: {error}", recoverable=True
+                    "env.reset",
+                    self._steps_taken,
+                    f"reset options could not be decoded: {error}",
+                    recoverable=True,
                 ) from error
         batch = await self.reset_arrays(list(request.env_indices), list(request.seeds), options)
-        return RuntimeEnvReset(self._message(reset_response, batch, "env.reset"), batch.telemetry)
+        return RuntimeEnvReset(self._message(reset_response, batch, "env.reset"), detached(batch.telemetry))
 
     async def reset_arrays(
         self, env_indices: Sequence[int], seeds: Sequence[int], options: Mapping[str, Any] | None = None
@@ -318,7 +324,12 @@ class GymVectorEnv(RuntimeEnv):
         self._episodes.start(lanes, lane_seeds)
         self._has_reset = True
         self._ready = True
-        return EnvResetBatch(batch, self._episodes.ids, infos or None, _telemetry(_RESET_TELEMETRY, started))
+        return EnvResetBatch(
+            batch,
+            self._episodes.ids,
+            infos or None,
+            self._reset_telemetry.stamp(time.perf_counter_ns() - started),
+        )
 
     async def step(self, request: env_pb2.StepRequest) -> RuntimeEnvStep:
         """Apply one action per lane and report rewards, masks, infos, ids and finished episodes.
@@ -334,7 +345,7 @@ class GymVectorEnv(RuntimeEnv):
             if actions.HasField("bytes")
             else None
         )
-        return RuntimeEnvStep(self._message(step_response, batch, "env.step"), batch.telemetry)
+        return RuntimeEnvStep(self._message(step_response, batch, "env.step"), detached(batch.telemetry))
 
     async def step_arrays(self, actions: SpaceBatch | None) -> EnvStepBatch:
         """Apply one action per lane: rewards, masks, infos, ids and finished episodes.
@@ -379,7 +390,7 @@ class GymVectorEnv(RuntimeEnv):
             self._episodes.ids,
             completed,
             infos or None,
-            _telemetry(_STEP_TELEMETRY, started),
+            self._step_telemetry.stamp(time.perf_counter_ns() - started),
         )
 
     def _message(self, convert: Callable[[Any], Any], batch: Any, operation: str) -> Any:
@@ -837,21 +848,3 @@ def _unbatch_one(space: Space, values: Any) -> Any:
     if isinstance(space, Discrete):
         return int(values[0])
     return values[0]
-
-
-def _telemetry_template(operation: str) -> core_pb2.OperationTelemetry:
-    telemetry = core_pb2.OperationTelemetry(operation=operation)
-    telemetry.metrics.add(name="endpoint.total", duration_ns=0)
-    return telemetry
-
-
-_STEP_TELEMETRY = _telemetry_template("env.step")
-_RESET_TELEMETRY = _telemetry_template("env.reset")
-
-
-def _telemetry(template: core_pb2.OperationTelemetry, started_ns: int) -> core_pb2.OperationTelemetry:
-    """``template`` (operation, metric ``endpoint.total``) with the time since ``started_ns``."""
-    telemetry = core_pb2.OperationTelemetry()
-    telemetry.CopyFrom(template)
-    telemetry.metrics[0].duration_ns = time.perf_counter_ns() - started_ns
-    return telemetry

@@ -20,9 +20,11 @@ from typing import Any, Generic, TypeVar
 from rlmesh_gym.policies._actions import ActionMismatch, ActionPlan
 from rlmesh_gym.policies._contract import PolicySpaces, resolve_spaces
 from rlmesh_gym.policies._spaces import describe_space
-from rlmesh_gym.proto import core_pb2, model_pb2, spaces_pb2
+from rlmesh_gym.proto import model_pb2, spaces_pb2
 from rlmesh_gym.runtime.errors import ModelRpcError
+from rlmesh_gym.runtime.message_form import detached
 from rlmesh_gym.runtime.seams import ArrayPredictContext, ModelActionBatch, RuntimeModelPrediction
+from rlmesh_gym.runtime.telemetry import EndpointTelemetry
 from rlmesh_gym.spaces.batch import SpaceBatch
 from rlmesh_gym.spaces.codec import CodecError, SpaceCodec
 
@@ -30,10 +32,6 @@ __all__ = ["PolicyModel", "check_seed", "route_seed"]
 
 RngT = TypeVar("RngT")
 _SelfT = TypeVar("_SelfT", bound="PolicyModel[Any]")
-
-_OperationTelemetry = core_pb2.OperationTelemetry
-_TELEMETRY = _OperationTelemetry(operation="model.predict")  # the template of every predict's telemetry
-_TELEMETRY.metrics.add(name="endpoint.total", duration_ns=0)
 
 
 def route_seed(seed: int | None, session_id: str, route_id: str) -> int:
@@ -92,6 +90,7 @@ class PolicyModel(ABC, Generic[RngT]):
         self._rng_factory = rng_factory
         self._route_rngs: dict[tuple[str, str], RngT] = {}
         self._same_observation_codec: SpaceCodec | None = None
+        self._telemetry = EndpointTelemetry("model.predict")
         if contract_or_spaces is not None:
             self.bind(contract_or_spaces)
 
@@ -235,10 +234,7 @@ class PolicyModel(ABC, Generic[RngT]):
             batch = SpaceBatch.from_values(self._action_codec, actions, rows)
         except CodecError as error:
             raise self._fail(f"the actions do not encode: {error}", error) from error
-        telemetry = _OperationTelemetry()
-        telemetry.CopyFrom(_TELEMETRY)  # one C-level copy beats building the metric field by field
-        telemetry.metrics[0].duration_ns = forward_ns
-        return ModelActionBatch(batch, telemetry)
+        return ModelActionBatch(batch, self._telemetry.stamp(forward_ns))
 
     async def predict(self, request: model_pb2.PredictRequest) -> RuntimeModelPrediction:
         """One action per slot of ``request.context``; the response's context equals the request's.
@@ -253,7 +249,9 @@ class PolicyModel(ABC, Generic[RngT]):
         self._check_bound()
         context = request.context
         rows = len(context.slots)
-        arrays_context = ArrayPredictContext(context.session_id, context.route_id, rows, context.SerializeToString)
+        arrays_context = ArrayPredictContext(
+            context.session_id, context.route_id, rows, context.SerializeToString
+        )
         observation = SpaceBatch.from_bytes(self._observation_codec, request.observation.bytes.data, rows)
         prediction = await self.predict_arrays(observation, arrays_context)
         response = model_pb2.PredictResponse()
@@ -263,7 +261,7 @@ class PolicyModel(ABC, Generic[RngT]):
                 response.action.bytes.data = prediction.action.data
             except CodecError as error:
                 raise self._fail(f"the actions do not encode: {error}", error) from error
-        return RuntimeModelPrediction(response, prediction.telemetry)
+        return RuntimeModelPrediction(response, detached(prediction.telemetry))
 
     async def close_route(self, request: model_pb2.CloseRouteRequest, timeout: float) -> None:
         """Forget the route's random stream (if any). Idempotent; the policy itself stays usable."""

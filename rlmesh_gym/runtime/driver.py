@@ -56,7 +56,6 @@ from rlmesh_gym.runtime import _guard
 from rlmesh_gym.runtime.cancellation import CancellationToken
 from rlmesh_gym.runtime.errors import (
     EnvRpcError,
-    ModelRouteMismatchError,
     ModelRpcError,
     OperationTimeoutError,
     ProtocolError,
@@ -334,7 +333,7 @@ class RuntimeDriver:
             actions, model_ns = await self._predict(state, observation, context)
             step = await self._step(state, actions, model_ns)
             completed = step.completed
-            if step.episode_ids or completed:
+            if completed or state.episode_ids_changed(step.episode_ids):
                 await self._settle_episodes(state, step)
                 if completed and max_episodes is not None and state.total_episodes >= max_episodes:
                     return await self._end(state, COMPLETED_REQUESTED_EPISODES)
@@ -342,9 +341,12 @@ class RuntimeDriver:
                 return await self._end(state, self._stop_reason)
             # Next observation: the step's, unless DISABLED lanes finished their current episode.
             if self._observational or not completed or not (done_lanes := self._done_lanes(state, completed)):
-                observation, context = await self._emit_observation(
-                    state, step.observation, _STEP_OBSERVATION, False
-                )
+                if self._on_observation:
+                    observation, context = await self._emit_observation(
+                        state, step.observation, _STEP_OBSERVATION, False
+                    )
+                else:
+                    observation, context = step.observation, state.predict_context(_STEP_OBSERVATION)
             else:
                 observation, context = await self._reset_finished_lanes(state, done_lanes)
 
@@ -359,7 +361,9 @@ class RuntimeDriver:
             ready = sum(1 for episode_id in reset.episode_ids if episode_id)
             reset_ms = self._timing.reset.total_ns / 1e6  # the only reset so far
             message = f"env reset complete in {reset_ms:.0f}ms ({ready} episode(s) ready)"
-            await hooks.fire("log", LogEvent(self._session_id, self._route, LogLevel.INFO, message, "runtime"))
+            await hooks.fire(
+                "log", LogEvent(self._session_id, self._route, LogLevel.INFO, message, "runtime")
+            )
         await self._started(state.start_episodes(reset.episode_ids, False))
         return await self._emit_observation(state, reset.observation, _RESET_OBSERVATION, True)
 
@@ -369,7 +373,9 @@ class RuntimeDriver:
         """Ask the model for the next actions (after the action hooks): the actions and the model time."""
         step = state.step
         started_ns = perf_counter_ns()
-        prediction = self._begin(self._model_port.predict_arrays, (observation, context), "model.predict", step)
+        prediction = self._begin(
+            self._model_port.predict_arrays, (observation, context), "model.predict", step
+        )
         if type(prediction) is _Suspended:
             prediction = await self._finish(
                 prediction, started_ns, self.spec.limits.model_predict_timeout, "model.predict", step
@@ -465,7 +471,9 @@ class RuntimeDriver:
         started_ns = perf_counter_ns()
         reset = self._begin(self._env_port.reset_arrays, (env_indices, seeds), "env.reset", step)
         if type(reset) is _Suspended:
-            reset = await self._finish(reset, started_ns, self.spec.limits.env_reset_timeout, "env.reset", step)
+            reset = await self._finish(
+                reset, started_ns, self.spec.limits.env_reset_timeout, "env.reset", step
+            )
         if type(reset) is not EnvResetBatch:
             raise ProtocolError(f"env.reset_arrays returned {type(reset).__name__}; expected EnvResetBatch")
         self._timing.reset.record(perf_counter_ns() - started_ns)
@@ -586,7 +594,9 @@ class RuntimeDriver:
                     ),
                 )
 
-    async def _emit_action(self, state: RouteState, actions: SpaceBatch | None, action_step: int) -> SpaceBatch | None:
+    async def _emit_action(
+        self, state: RouteState, actions: SpaceBatch | None, action_step: int
+    ) -> SpaceBatch | None:
         """Run the action hooks on the actions' bytes; the (transformed) actions."""
         data = actions.data if actions is not None else None
         event = ActionReceivedEvent(

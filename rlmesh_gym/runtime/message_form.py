@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from rlmesh_gym._wire import varint
-from rlmesh_gym.proto import env_pb2, model_pb2, spaces_pb2
+from rlmesh_gym.proto import core_pb2, env_pb2, model_pb2, spaces_pb2
 from rlmesh_gym.runtime._guard import require_awaitable
 from rlmesh_gym.runtime.errors import ModelRouteMismatchError, ProtocolError
 from rlmesh_gym.runtime.seams import (
@@ -43,6 +43,7 @@ __all__ = [
     "MessageEnvPort",
     "MessageModelPort",
     "completed_episode",
+    "detached",
     "episode_metadata",
     "expect_result",
     "meta_map",
@@ -68,6 +69,15 @@ def expect_result(result: object, wrapper: type, response_type: type, operation:
             f"{operation} returned a {wrapper.__name__} whose response is {type(response).__name__}; "
             f"expected {response_type.__name__}"
         )
+
+
+def detached(telemetry: core_pb2.OperationTelemetry | None) -> core_pb2.OperationTelemetry | None:
+    """A copy of an array result's telemetry, for a message result the caller may keep."""
+    if telemetry is None:
+        return None
+    copy = core_pb2.OperationTelemetry()
+    copy.CopyFrom(telemetry)
+    return copy
 
 
 def meta_map(value: Mapping[str, Any] | _MetaMap | None, name: str) -> _MetaMap | None:
@@ -217,7 +227,9 @@ class MessageEnvPort:
     async def reset_arrays(
         self, env_indices: Sequence[int], seeds: Sequence[int], options: Mapping[str, Any] | None = None
     ) -> EnvResetBatch:
-        request = env_pb2.ResetRequest(seeds=seeds, timeout_ms=self._reset_timeout_ms, env_indices=env_indices)
+        request = env_pb2.ResetRequest(
+            seeds=seeds, timeout_ms=self._reset_timeout_ms, env_indices=env_indices
+        )
         if options:
             request.options.CopyFrom(to_meta_map(options, name="options"))
         result = await require_awaitable(self.env.reset(request), "env.reset")

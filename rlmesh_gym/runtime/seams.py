@@ -212,7 +212,10 @@ class ArrayPredictContext:
         return model_pb2.PredictContext.FromString(self._build())
 
     def __repr__(self) -> str:
-        return f"ArrayPredictContext(session_id={self.session_id!r}, route_id={self.route_id!r}, rows={self.rows})"
+        return (
+            f"ArrayPredictContext(session_id={self.session_id!r}, route_id={self.route_id!r}, "
+            f"rows={self.rows})"
+        )
 
 
 @runtime_checkable

@@ -252,6 +252,10 @@ class RouteState:
         self._sync_slots(episode_ids, record_ids, force_reset=True)
         return started
 
+    def episode_ids_changed(self, episode_ids: Sequence[str]) -> bool:
+        """Whether a step's ids differ from the lanes' (an empty list, no ids reported, does not)."""
+        return bool(episode_ids) and episode_ids != self._episode_ids
+
     def observe_episode_ids(self, episode_ids: Sequence[str]) -> list[StartedEpisode]:
         """Adopt a step's (or partial reset's) ids: only lanes whose id rolled restart."""
         if episode_ids == self._episode_ids:
@@ -391,7 +395,10 @@ class RouteState:
         (every slot as it is when built) is encoded only if the model asks for it."""
         self.request_seq += 1
         return ArrayPredictContext(
-            self.session_id, self.route_id, self.num_envs, partial(self._encode_context, phase, self.request_seq)
+            self.session_id,
+            self.route_id,
+            self.num_envs,
+            partial(self._encode_context, phase, self.request_seq),
         )
 
     def _encode_context(self, phase: RequestPhase | str, seq: int) -> bytes:

@@ -37,6 +37,7 @@ from rlmesh_gym.runtime.events import (
 
 __all__ = [
     "RESERVOIR_CAPACITY",
+    "EndpointTelemetry",
     "PhaseTimer",
     "Reservoir",
     "RuntimeTiming",
@@ -406,3 +407,25 @@ class RuntimeTiming:
             f"{self.reset.log_fields('reset')} {self.model_wait.log_fields('model_wait')} "
             f"{self.env_step.log_fields('env_step')}"
         )
+
+
+class EndpointTelemetry:
+    """The ``OperationTelemetry`` an in-process endpoint reports for one operation: the metric
+    ``endpoint.total`` with the call's duration.
+
+    One message per operation, updated in place by :meth:`stamp`: an array-form result's
+    telemetry is read by the driver right away, so a fresh message per call would be wasted
+    work. Whoever keeps one past the endpoint's next call takes a copy (the adapters' message
+    forms do).
+    """
+
+    __slots__ = ("message", "_metric")
+
+    def __init__(self, operation: str) -> None:
+        self.message = core_pb2.OperationTelemetry(operation=operation)
+        self._metric = self.message.metrics.add(name="endpoint.total", duration_ns=0)
+
+    def stamp(self, duration_ns: int) -> core_pb2.OperationTelemetry:
+        """The message, now saying ``duration_ns``."""
+        self._metric.duration_ns = duration_ns
+        return self.message

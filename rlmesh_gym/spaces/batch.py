@@ -86,7 +86,9 @@ class SpaceBatch:
         return len(self.data)
 
     def __repr__(self) -> str:
-        held = "values and bytes" if self._data is not None and self.has_values else (
-            "bytes" if self._data is not None else "values"
+        held = (
+            "values and bytes"
+            if self._data is not None and self.has_values
+            else ("bytes" if self._data is not None else "values")
         )
         return f"SpaceBatch({self.codec.name}: {self.rows} row(s), {held})"

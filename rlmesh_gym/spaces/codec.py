@@ -288,7 +288,7 @@ class SpaceCodec:
         return self._lane(self.decode_batch(data, 1), 0)
 
     def batch_of_one(self, value: Any) -> Any:
-        """One value as a batch of one (``batch_space`` layout); a CodecError if it has the wrong structure."""
+        """One value as a batch of one (``batch_space`` layout); CodecError for a wrong structure."""
         return self._batch_of_one(value)
 
     def _batch_of_one(self, value: Any) -> Any:
