@@ -44,17 +44,17 @@ class EpisodeRecord:
     def from_episode(cls, episode: CompletedEpisode) -> EpisodeRecord:
         """The record of a finished episode in array form (``EpisodeCompletedEvent.episode``)."""
         return cls(
-            lane=episode.env_index,
-            episode_id=episode.episode_id,
-            seed=episode.seed,
-            episode_return=episode.cumulative_reward,
-            length=episode.step_count,
-            terminated=episode.terminated,
-            truncated=episode.truncated,
-            duration_ms=episode.duration_ms,
-            success=_success(episode.final_info),
-            start_timestamp_ns=episode.start_timestamp_ns,
-            end_timestamp_ns=episode.end_timestamp_ns,
+            episode.env_index,
+            episode.episode_id,
+            episode.seed,
+            episode.cumulative_reward,
+            episode.step_count,
+            episode.terminated,
+            episode.truncated,
+            episode.duration_ms,
+            None if episode.final_info is None else _success(episode.final_info),
+            episode.start_timestamp_ns,
+            episode.end_timestamp_ns,
         )
 
     def to_dict(self) -> dict[str, Any]:

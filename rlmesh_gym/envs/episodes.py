@@ -34,6 +34,8 @@ from rlmesh_gym.runtime.seams import CompletedEpisode
 
 __all__ = ["INTERRUPTED_BUFFER_LIMIT", "LaneEpisodes", "new_episode_id"]
 
+_LIST_RETURNS_MAX_LANES = 16
+
 INTERRUPTED_BUFFER_LIMIT = 100
 """At most this many interrupted episodes wait for the next step (as in rlmesh's env server)."""
 
@@ -111,7 +113,11 @@ class LaneEpisodes:
         # Step counts as "steps recorded since the episode began": one int tick, no per-lane adds.
         self._tick = 0
         self._start_tick = [0] * num_envs
-        self._returns = np.zeros(num_envs, dtype=np.float64)
+        # Running returns: a Python list for a few lanes (one numpy add on a tiny array costs
+        # more than the loop), an array for many; float64 sums either way.
+        self._returns: list[float] | np.ndarray = (
+            [0.0] * num_envs if num_envs <= _LIST_RETURNS_MAX_LANES else np.zeros(num_envs, dtype=np.float64)
+        )
         self._start_wall_ns = [0] * num_envs
         self._start_mono_ns = [0] * num_envs
         # DISABLED lanes that finished last step: their id is shown once more, then cleared.
@@ -182,7 +188,7 @@ class LaneEpisodes:
         if any_done is False and not (self._pending or self._stale or self._interrupted):
             # The common step: every running episode goes on, nothing to complete or clear.
             self._tick += 1
-            self._returns += rewards
+            self._add_rewards(rewards)
             return [], []
         if any_done is False:
             done = []
@@ -208,7 +214,7 @@ class LaneEpisodes:
 
         self._tick += 1
         # Lanes without a running episode (idle or pending) add garbage here; _begin zeroes their sum.
-        self._returns += rewards
+        self._add_rewards(rewards)
         active = self._active
         finished = done if self._active_count == self.num_envs else [lane for lane in done if active[lane]]
         if not pending and not finished:
@@ -251,6 +257,14 @@ class LaneEpisodes:
         self._stale.clear()
         self._ids = [""] * self.num_envs
         return episodes
+
+    def _add_rewards(self, rewards: np.ndarray) -> None:
+        returns = self._returns
+        if type(returns) is list:
+            for lane, reward in enumerate(rewards.tolist()):
+                returns[lane] += reward
+        else:
+            returns += rewards
 
     def _begin(self, lane: int, seed: int | None, wall: int, mono: int) -> None:
         self._ids[lane] = new_episode_id()

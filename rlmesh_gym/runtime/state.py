@@ -83,9 +83,9 @@ class RequestPhase(str, Enum):
     CLOSE_ROUTE = "close_route"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EpisodeRecord:
-    """What the route remembers of an env episode id."""
+    """What the route remembers of an env episode id (treat as read-only)."""
 
     record_id: str
     index: int
@@ -93,9 +93,9 @@ class EpisodeRecord:
     started_from_auto_reset: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StartedEpisode:
-    """An episode id seen for the first time, with its new record."""
+    """An episode id seen for the first time, with its new record (treat as read-only)."""
 
     episode_id: str
     record: EpisodeRecord
@@ -194,6 +194,7 @@ class RouteState:
         "_resets",
         "_any_reset",
         "_lockstep_tail",
+        "_stale_prefixes",
     )
 
     def __init__(
@@ -230,6 +231,9 @@ class RouteState:
         # Lanes 1..'s slot prefixes when every lane has the same step and lanes 1.. the same
         # prefix length ([] when they do not, None when not yet known): see encode_context().
         self._lockstep_tail: list[bytes] | None = None
+        # Lanes whose slot prefix is out of date: encoded when a context is next encoded (an
+        # array-form model never asks for one, so a rolled id costs no encoding there).
+        self._stale_prefixes: list[int] = []
 
     @classmethod
     def from_spec(cls, spec: RuntimeSessionSpec) -> RouteState:
@@ -287,7 +291,7 @@ class RouteState:
     def _sync_lane(self, lane: int, episode_id: str, record_id: str, *, force_reset: bool) -> None:
         previous = self._episode_ids[lane]
         if episode_id != previous:
-            self._slot_prefixes[lane] = _slot_prefix(self._env_indices[lane], episode_id)
+            self._stale_prefixes.append(lane)
             self._lockstep_tail = None
         # An empty id leaves the lane without an episode but does not reset its step.
         rolled = bool(episode_id) and episode_id != previous
@@ -414,6 +418,10 @@ class RouteState:
             request_id,
         ]
         total = self.total_steps
+        if self._stale_prefixes:
+            for lane in self._stale_prefixes:
+                self._slot_prefixes[lane] = _slot_prefix(self._env_indices[lane], self._episode_ids[lane])
+            self._stale_prefixes.clear()
         prefixes, starts = self._slot_prefixes, self._starts
         steps, headers = _STEP_FIELDS, _SLOT_HEADERS
         if not self._any_reset and total - starts[0] < len(steps):

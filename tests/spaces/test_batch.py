@@ -1,0 +1,75 @@
+"""SpaceBatch and SpaceCodec.normalize_batch: the value form of a batch is exactly what its
+bytes decode to, and each form is derived from the other only when read."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from _space_strategies import spaces
+from _space_values import assert_values_equal
+from gymnasium.vector.utils import batch_space
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rlmesh_gym.spaces import CodecError, SpaceCodec, space_spec
+from rlmesh_gym.spaces.batch import SpaceBatch
+
+PROPERTY_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _sample(space: gym.Space, seed: int):
+    space.seed(seed)
+    return space.sample()
+
+
+@PROPERTY_SETTINGS
+@given(space=spaces, seed=st.integers(0, 2**31), n=st.integers(1, 4))
+def test_normalized_values_equal_the_decoded_bytes(space, seed, n):
+    codec = SpaceCodec(space_spec(space), name="obs")
+    values = _sample(batch_space(space, n), seed)
+    data = codec.encode_batch(values, n)
+    normalized = codec.normalize_batch(values, n)
+    assert_values_equal(normalized, codec.decode_batch(data, n))
+    assert codec.encode_batch(normalized, n) == data
+    from_values = SpaceBatch.from_values(codec, values, n)
+    assert from_values.data == data
+    assert from_values.nbytes == len(data)
+    from_bytes = SpaceBatch.from_bytes(codec, data, n)
+    assert_values_equal(from_bytes.values, normalized)
+
+
+def test_normalize_keeps_an_exact_array_and_converts_others_as_encode_does():
+    codec = SpaceCodec(space_spec(gym.spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)), name="obs")
+    exact = np.zeros((3, 2), dtype=np.float32)
+    assert codec.normalize_batch(exact, 3) is exact
+    converted = codec.normalize_batch(np.ones((3, 2), dtype=np.float64), 3)
+    assert converted.dtype == np.float32 and converted.tolist() == [[1.0, 1.0]] * 3
+    with pytest.raises(CodecError, match=r"expected a batch of shape \(3, 2\)"):
+        codec.normalize_batch(np.zeros((2, 2), dtype=np.float32), 3)
+    binary = SpaceCodec(space_spec(gym.spaces.MultiBinary(2)), name="action")
+    with pytest.raises(CodecError, match="MultiBinary values 0 or 1"):
+        binary.normalize_batch(np.array([[0, 2]]), 1)
+
+
+def test_each_form_is_made_only_when_read(monkeypatch):
+    codec = SpaceCodec(space_spec(gym.spaces.Discrete(4)), name="action")
+    calls: list[str] = []
+    encode, decode = SpaceCodec.encode_batch, SpaceCodec.decode_batch
+    monkeypatch.setattr(SpaceCodec, "encode_batch", lambda *a: calls.append("encode") or encode(*a))
+    monkeypatch.setattr(SpaceCodec, "decode_batch", lambda *a: calls.append("decode") or decode(*a))
+    batch = SpaceBatch.from_values(codec, np.array([1, 3]), 2)
+    assert batch.has_values and batch.values.tolist() == [1, 3] and batch.nbytes == 16
+    assert calls == []
+    assert batch.data == batch.data and calls == ["encode"]
+    from_bytes = SpaceBatch.from_bytes(codec, batch.data, 2)
+    assert not from_bytes.has_values and from_bytes.data is batch.data
+    assert from_bytes.values.tolist() == [1, 3] and from_bytes.values is from_bytes.values
+    assert calls == ["encode", "decode"]
+
+
+def test_bad_bytes_fail_when_the_values_are_read():
+    codec = SpaceCodec(space_spec(gym.spaces.Discrete(4)), name="action")
+    batch = SpaceBatch.from_bytes(codec, b"\x01\x02", 2)
+    with pytest.raises(CodecError, match="action"):
+        _ = batch.values
