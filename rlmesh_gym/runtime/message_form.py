@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from rlmesh_gym._wire import varint
+from rlmesh_gym._wire import STEP_REWARDS, STEP_TERMINATED_MASK, STEP_TRUNCATED_MASK, varint
 from rlmesh_gym.proto import core_pb2, env_pb2, model_pb2, spaces_pb2
 from rlmesh_gym.runtime._guard import require_awaitable
 from rlmesh_gym.runtime.errors import ModelRouteMismatchError, ProtocolError
@@ -135,11 +135,11 @@ def step_response(batch: EnvStepBatch) -> env_pb2.StepResponse:
     # three field sets and a list conversion.
     parts = []
     if rewards.size:
-        parts += (b"\x12", varint(rewards.nbytes), rewards.tobytes())
+        parts += (STEP_REWARDS, varint(rewards.nbytes), rewards.tobytes())
     if terminated:
-        parts += (b"\x1a", varint(len(terminated)), terminated)
+        parts += (STEP_TERMINATED_MASK, varint(len(terminated)), terminated)
     if truncated:
-        parts += (b"\x22", varint(len(truncated)), truncated)
+        parts += (STEP_TRUNCATED_MASK, varint(len(truncated)), truncated)
     response = _StepResponse.FromString(b"".join(parts))
     if batch.observation is not None:
         response.observation.bytes.data = batch.observation.data

@@ -27,7 +27,17 @@ from enum import Enum
 from functools import partial
 from typing import TYPE_CHECKING
 
-from rlmesh_gym._wire import length_delimited
+from rlmesh_gym._wire import (
+    CONTEXT_REQUEST_ID,
+    CONTEXT_ROUTE_ID,
+    CONTEXT_SESSION_ID,
+    CONTEXT_SLOTS,
+    SLOT_ENV_INDEX,
+    SLOT_EPISODE_ID,
+    SLOT_RESET,
+    SLOT_STEP,
+    length_delimited,
+)
 from rlmesh_gym._wire import varint as _varint
 from rlmesh_gym.proto import common_pb2, model_pb2
 from rlmesh_gym.runtime.events import RuntimeRouteContext
@@ -56,23 +66,23 @@ def _field(tag: bytes, data: bytes) -> bytes:
 
 # PredictContext / PredictSlot wire pieces. Contexts are built as bytes and parsed once: one
 # C-level parse is much cheaper than a Python-level message construction per slot.
-_SLOT_TAG = b"\x22"  # PredictContext.slots (4, length-delimited)
-_STEP_FIELDS = tuple(b"\x18" + _varint(step) if step else b"" for step in range(1 << 14))  # PredictSlot.step
-_RESET_FIELD = b"\x20\x01"  # PredictSlot.reset = true
+_SLOT_TAG = CONTEXT_SLOTS
+_STEP_FIELDS = tuple(SLOT_STEP + _varint(step) if step else b"" for step in range(1 << 14))
+_RESET_FIELD = SLOT_RESET + b"\x01"  # reset = true
 _SLOT_HEADERS = tuple(_SLOT_TAG + _varint(size) for size in range(128))
-_REQUEST_ID_HEADERS = tuple(b"\x1a" + _varint(size) for size in range(128))  # PredictContext.request_id
+_REQUEST_ID_HEADERS = tuple(CONTEXT_REQUEST_ID + _varint(size) for size in range(128))
 
 
 def _slot(prefix: bytes, step: int, reset: bool) -> bytes:
     """One encoded ``PredictContext.slots`` entry."""
-    body = prefix + (b"\x18" + _varint(step) if step else b"") + (_RESET_FIELD if reset else b"")
+    body = prefix + (SLOT_STEP + _varint(step) if step else b"") + (_RESET_FIELD if reset else b"")
     return _SLOT_TAG + _varint(len(body)) + body
 
 
 def _slot_prefix(env_index: int, episode_id: str) -> bytes:
     """PredictSlot fields 1 and 2 of a lane."""
-    index_field = b"\x08" + _varint(env_index) if env_index else b""
-    return index_field + _field(b"\x12", episode_id.encode("utf-8"))
+    index_field = SLOT_ENV_INDEX + _varint(env_index) if env_index else b""
+    return index_field + _field(SLOT_EPISODE_ID, episode_id.encode("utf-8"))
 
 
 class RequestPhase(str, Enum):
@@ -217,8 +227,8 @@ class RouteState:
         self.total_episodes = 0
         self._request_prefix = f"{session_id}:{route_id}:"
         self._id_prefixes: dict[RequestPhase | str, bytes] = {}
-        self._context_head = _field(b"\x0a", session_id.encode("utf-8")) + _field(
-            b"\x12", route_id.encode("utf-8")
+        self._context_head = _field(CONTEXT_SESSION_ID, session_id.encode("utf-8")) + _field(
+            CONTEXT_ROUTE_ID, route_id.encode("utf-8")
         )
         self._env_indices = [min(lane, _INT32_MAX) for lane in range(lanes)]
         self._slot_prefixes = [_slot_prefix(env_index, "") for env_index in self._env_indices]
@@ -414,7 +424,7 @@ class RouteState:
         size = len(request_id)
         parts = [
             self._context_head,
-            _REQUEST_ID_HEADERS[size] if size < 128 else b"\x1a" + _varint(size),
+            _REQUEST_ID_HEADERS[size] if size < 128 else CONTEXT_REQUEST_ID + _varint(size),
             request_id,
         ]
         total = self.total_steps

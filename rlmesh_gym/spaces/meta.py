@@ -5,6 +5,10 @@ Conversion follows upstream rlmesh: each value is first normalized (``_asdict()`
 ``tolist()``, else ``item()``), so numpy arrays become nested lists and numpy scalars become
 Python scalars; an array's dtype and shape do not survive (the wire has no field for them).
 
+Numeric numpy arrays (bool, int, float) of 64 elements or more take a vectorised path that
+writes the same bytes as the element-by-element conversion (a 210x160x3 frame in a few
+milliseconds instead of about half a second), then parses them once.
+
 Unlike upstream, nothing is lost silently: an int outside int64, a set, a custom object or a
 non-str dict key raises ``MetaConversionError`` naming the key path, e.g.
 ``infos['final_info'][2]['x']``.
@@ -15,6 +19,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
+from rlmesh_gym._wire import (
+    META_LIST_ITEMS,
+    META_VALUE_BOOL,
+    META_VALUE_FLOAT,
+    META_VALUE_INT,
+    META_VALUE_LIST,
+    length_delimited,
+)
 from rlmesh_gym.proto import spaces_pb2
 
 __all__ = ["MetaConversionError", "from_meta_map", "from_meta_value", "to_meta_map", "to_meta_value"]
@@ -72,6 +86,11 @@ def _fill_map(target: spaces_pb2.MetaMap, mapping: Mapping[Any, Any], path: str,
 
 
 def _fill_value(target: spaces_pb2.MetaValue, value: Any, path: str, active: set[int]) -> None:
+    if type(value) is np.ndarray and value.size >= _VECTORISED_MIN_SIZE:
+        encoded = array_meta_value_bytes(value)
+        if encoded is not None:
+            target.MergeFromString(encoded)
+            return
     # Upstream's normalization order: namedtuple-likes, then numpy arrays/scalars, then .item().
     if hasattr(value, "_asdict"):
         value = value._asdict()
@@ -134,3 +153,88 @@ def from_meta_value(meta_value: spaces_pb2.MetaValue) -> Any:
     if kind == "map":
         return from_meta_map(meta_value.map)
     return getattr(meta_value, kind)
+
+
+# -- numeric arrays, vectorised ---------------------------------------------------------------
+
+_VECTORISED_MIN_SIZE = 64  # below this the element-by-element path is as fast
+_U64 = np.dtype(np.uint64)
+(_ITEM_TAG,), (_INT_TAG,), (_FLOAT_TAG,), (_BOOL_TAG,), (_LIST_TAG,) = (
+    META_LIST_ITEMS,
+    META_VALUE_INT,
+    META_VALUE_FLOAT,
+    META_VALUE_BOOL,
+    META_VALUE_LIST,
+)
+
+
+def _varint_lengths(values: np.ndarray) -> np.ndarray:
+    """Bytes of each value's varint (``values`` uint64)."""
+    lengths = np.ones(values.shape, dtype=np.int64)
+    for k in range(1, 10):
+        lengths += values >= np.uint64(1 << (7 * k))
+    return lengths
+
+
+def _write_varints(out: np.ndarray, column: int, values: np.ndarray, lengths: np.ndarray) -> None:
+    """Write each value's varint into ``out[:, column:column + lengths.max()]``."""
+    for k in range(int(lengths.max())):
+        group = ((values >> np.uint64(7 * k)) & np.uint64(0x7F)).astype(np.uint8)
+        out[:, column + k] = group | np.where(k < lengths - 1, 0x80, 0).astype(np.uint8)
+
+
+def array_meta_value_bytes(array: np.ndarray) -> bytes | None:
+    """The serialized ``MetaValue`` of a numeric array, as the element-by-element conversion
+    writes it (nested lists of ints, floats or bools), or ``None`` when that path must decide
+    (zero-size or 0-d arrays, other dtypes, uint64 values beyond int64: it raises for those).
+    """
+    kind = array.dtype.kind
+    if array.ndim == 0 or array.size == 0 or kind not in "biuf":
+        return None
+    flat = np.ascontiguousarray(array).reshape(-1)
+    count = flat.size
+    # Each element as a MetaList item: item tag, item length, then the MetaValue of the scalar.
+    if kind == "f":
+        items = np.empty((count, 11), dtype=np.uint8)
+        items[:, 0], items[:, 1], items[:, 2] = _ITEM_TAG, 9, _FLOAT_TAG
+        items[:, 3:] = flat.astype("<f8").view(np.uint8).reshape(count, 8)
+        data, lengths = items.reshape(-1), np.full(count, 11, dtype=np.int64)
+    elif kind == "b":
+        items = np.empty((count, 4), dtype=np.uint8)
+        items[:, 0], items[:, 1], items[:, 2] = _ITEM_TAG, 2, _BOOL_TAG
+        items[:, 3] = flat.view(np.uint8)
+        data, lengths = items.reshape(-1), np.full(count, 4, dtype=np.int64)
+    else:
+        if kind == "u" and flat.dtype.itemsize == 8 and int(flat.max()) > 2**63 - 1:
+            return None
+        values = flat.astype(np.int64).view(_U64)  # two's complement, as protobuf writes int64
+        varint_lengths = _varint_lengths(values)
+        items = np.zeros((count, 13), dtype=np.uint8)
+        items[:, 0], items[:, 2] = _ITEM_TAG, _INT_TAG
+        items[:, 1] = 1 + varint_lengths
+        _write_varints(items, 3, values, varint_lengths)
+        lengths = 3 + varint_lengths
+        data = items[np.arange(13) < lengths[:, None]]
+    # Bottom-up: each row of the next axis becomes a MetaValue{list} wrapped as an item.
+    for size in reversed(array.shape[1:]):
+        content = lengths.reshape(-1, size).sum(axis=1)  # each row's MetaList bytes
+        content_lengths = _varint_lengths(content.astype(_U64))
+        value_size = 1 + content_lengths + content  # MetaValue{list}: tag, length, content
+        value_lengths = _varint_lengths(value_size.astype(_U64))
+        headers = np.zeros((content.size, 12), dtype=np.uint8)
+        headers[:, 0] = _ITEM_TAG
+        _write_varints(headers, 1, value_size.astype(_U64), value_lengths)
+        header_lengths = 2 + value_lengths + content_lengths
+        # Move the list tag and content length right after each row's item length.
+        keep = np.zeros((content.size, 12), dtype=bool)
+        keep[:, 0] = True
+        keep[:, 1:6] = np.arange(5) < value_lengths[:, None]
+        keep[:, 6] = True
+        keep[:, 7:12] = np.arange(5) < content_lengths[:, None]
+        headers[:, 6] = _LIST_TAG
+        _write_varints(headers, 7, content.astype(_U64), content_lengths)
+        row_starts = np.zeros(content.size, dtype=np.int64)
+        np.cumsum(content[:-1], out=row_starts[1:])
+        data = np.insert(data, np.repeat(row_starts, header_lengths), headers[keep])
+        lengths = header_lengths + content
+    return length_delimited(META_VALUE_LIST, data.tobytes())
