@@ -34,6 +34,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 
 from rlmesh_gym.envs._infos import lane_info
 from rlmesh_gym.envs.episodes import LaneEpisodes
+from rlmesh_gym.envs.reset_plan import EnvResetShape, InvalidReset, ResetPlan, plan_reset
 from rlmesh_gym.proto import env_pb2, spaces_pb2
 from rlmesh_gym.runtime.errors import EnvRpcError
 from rlmesh_gym.runtime.message_form import detached, episode_metadata, reset_response, step_response
@@ -171,6 +172,14 @@ class GymVectorEnv(RuntimeEnv):
             np.asarray(action_space.nvec, dtype=np.int64) if isinstance(action_space, MultiDiscrete) else None
         )
         self._episodes = LaneEpisodes(num_envs, _WIRE_MODE[self._mode])
+        self._reset_shape = EnvResetShape(
+            num_envs,
+            vector=self._vector,
+            per_lane=self._per_lane_resets,
+            disabled=self._mode is AutoresetMode.DISABLED,
+            mode_name=self._mode.name,
+            env_name=type(env.unwrapped).__name__,
+        )
         self._same_action_codec: SpaceCodec | None = None  # a policy's own codec of the action space
         self._step_telemetry = EndpointTelemetry("env.step")
         self._reset_telemetry = EndpointTelemetry("env.reset")
@@ -312,16 +321,16 @@ class GymVectorEnv(RuntimeEnv):
         # A whole-vector reset is gymnasium's way back to a known state after a failure (and what
         # rlmesh's env server does for its next client); steps and partial resets stay refused.
         self._check_usable(operation, recovering=not env_indices)
-        lanes, lane_seeds, seed_arg, env_options = self._plan_reset(env_indices, seeds, options)
+        plan = self._plan_reset(env_indices, seeds, options)
         try:
-            observation, infos = await self._call(self._reset_env, seed_arg, env_options)
+            observation, infos = await self._call(self._reset_env, plan.seed, plan.options)
             batch = self._observation_batch(observation)
         except EnvRpcError:
             raise
         except Exception as error:
             raise self._env_failed(operation, self._steps_taken, error) from error
         self._failure = None
-        self._episodes.start(lanes, lane_seeds)
+        self._episodes.start(plan.lanes, plan.lane_seeds)
         self._has_reset = True
         self._ready = True
         return EnvResetBatch(
@@ -552,100 +561,15 @@ class GymVectorEnv(RuntimeEnv):
 
     def _plan_reset(
         self, env_indices: Sequence[int], seeds: Sequence[int], options: Mapping[str, Any] | None
-    ) -> tuple[list[int], list[int | None], Any, dict[str, Any] | None]:
-        """Validate a reset: (lanes reset, their seeds, the env's seed argument, options)."""
-        operation, step, n = "env.reset", self._steps_taken, self._num_envs
-        seeds = list(seeds)
-        indices = list(env_indices)
-        negative = [seed for seed in seeds if seed < 0]
-        if negative:
-            raise EnvRpcError(
-                operation,
-                step,
-                f"seeds must be >= 0 (gymnasium refuses negative seeds), got {negative}",
-                recoverable=True,
-            )
-        if options is not None:
-            options = dict(options)
-            if "reset_mask" in options:
-                raise EnvRpcError(
-                    operation,
-                    step,
-                    "options['reset_mask'] is reserved: the adapter builds it from ResetRequest.env_indices; "
-                    "list the lanes to reset in env_indices instead",
-                    recoverable=True,
-                )
-        if not indices:
-            if seeds and len(seeds) != n:
-                raise EnvRpcError(
-                    operation,
-                    step,
-                    f"expected no seeds or one seed per lane ({n}), got {len(seeds)} seeds",
-                    recoverable=True,
-                )
-            lanes = list(range(n))
-            lane_seeds: list[int | None] = list(seeds) if seeds else [None] * n
-            if not self._vector:
-                return lanes, lane_seeds, lane_seeds[0], options
-            if seeds and not self._per_lane_resets:
-                # One RNG for all lanes: which seed a lane got is unknown, so none is recorded.
-                self._warn_single_seed(seeds[0])
-                return lanes, [None] * n, seeds[0], options
-            return lanes, lane_seeds, (list(seeds) if seeds else None), options
-
-        if self._mode is not AutoresetMode.DISABLED:
-            raise EnvRpcError(
-                operation,
-                step,
-                f"partial reset (env_indices={indices}) needs DISABLED autoreset, but this env autoresets "
-                f"{self._mode.name} (gymnasium resets finished lanes itself); reset all lanes with empty "
-                "env_indices, or build the env with autoreset='disabled'",
-                recoverable=True,
-            )
-        if not self._per_lane_resets:
-            name = type(self._env.unwrapped).__name__
-            raise EnvRpcError(
-                operation,
-                step,
-                f"partial reset (env_indices={indices}) is not supported for {name}: "
-                "only gymnasium's SyncVectorEnv/AsyncVectorEnv are known to honour options['reset_mask'] "
-                "(a custom vector env may reset every lane instead); reset all lanes with empty env_indices, "
-                'or build the env with gymnasium.make_vec(..., vectorization_mode="sync")',
-                recoverable=True,
-            )
-        bad = [index for index in indices if not 0 <= index < n]
-        if bad:
-            raise EnvRpcError(
-                operation,
-                step,
-                f"partial reset: env_indices {bad} out of range; lanes are 0..{n - 1}",
-                recoverable=True,
-            )
-        if len(set(indices)) != len(indices):
-            duplicates = sorted({index for index in indices if indices.count(index) > 1})
-            raise EnvRpcError(
-                operation, step, f"partial reset: duplicate env_index {duplicates}", recoverable=True
-            )
-        if seeds and len(seeds) != len(indices):
-            raise EnvRpcError(
-                operation,
-                step,
-                f"partial reset: expected no seeds or one seed per env_indices entry ({len(indices)}), "
-                f"got {len(seeds)} seeds",
-                recoverable=True,
-            )
-        lane_seeds = list(seeds) if seeds else [None] * len(indices)
-        if not self._vector:
-            return indices, lane_seeds, lane_seeds[0], options
-        full_seeds: list[int | None] = [None] * n
-        mask = np.zeros(n, dtype=np.bool_)
-        for index, seed in zip(indices, lane_seeds, strict=True):
-            full_seeds[index] = seed
-            mask[index] = True
-        # gymnasium pops "reset_mask" out of the dict it is given: always a fresh dict.
-        partial_options = dict(options or {})
-        partial_options["reset_mask"] = mask
-        return indices, lane_seeds, full_seeds, partial_options
+    ) -> ResetPlan:
+        """The validated reset, or a recoverable EnvRpcError saying why it is refused."""
+        try:
+            plan = plan_reset(self._reset_shape, env_indices, seeds, options)
+        except InvalidReset as error:
+            raise EnvRpcError("env.reset", self._steps_taken, str(error), recoverable=True) from None
+        if plan.single_seed is not None:
+            self._warn_single_seed(plan.single_seed)
+        return plan
 
     def _warn_single_seed(self, seed: int) -> None:
         if self._warned_single_seed:
