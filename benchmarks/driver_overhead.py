@@ -1,5 +1,10 @@
 """Per-step overhead of the runtime driver, against the bare cost of the env and model calls.
 
+Both forms of the seams are measured: fakes with the array form (``step_arrays`` /
+``predict_arrays``, what in-process adapters implement and ``evaluate()`` runs on) and fakes
+with only the message form (protobuf requests and responses, as a user-written env or model or
+a remote peer; the driver goes through its message ports).
+
 Times are CPU time of this process (time.process_time), so other work on a shared machine
 inflates them less than wall time would.
 
@@ -26,6 +31,8 @@ import cProfile
 import pstats
 import time
 
+import numpy as np
+
 from rlmesh_gym.proto import common_pb2, env_pb2, model_pb2, spaces_pb2
 from rlmesh_gym.runtime import (
     RuntimeDriver,
@@ -37,6 +44,9 @@ from rlmesh_gym.runtime import (
     RuntimeModelPrediction,
     RuntimeSessionSpec,
 )
+from rlmesh_gym.runtime.seams import CompletedEpisode, EnvResetBatch, EnvStepBatch, ModelActionBatch
+from rlmesh_gym.spaces import SpaceCodec
+from rlmesh_gym.spaces.batch import SpaceBatch
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--steps", type=int, default=20_000, help="driver steps per measurement")
@@ -116,6 +126,63 @@ class FakeModel(RuntimeModel):
         return RuntimeModelPrediction(model_pb2.PredictResponse(context=request.context, action=self.action))
 
 
+OBSERVATION_SPEC = spaces_pb2.SpaceSpec(
+    shape=[1], dtype=spaces_pb2.D_TYPE_FLOAT32, box=spaces_pb2.BoxSpec(unbounded=True)
+)
+ACTION_SPEC = spaces_pb2.SpaceSpec(dtype=spaces_pb2.D_TYPE_INT64, discrete=spaces_pb2.DiscreteSpec(n=2))
+
+
+class FakeArrayEnv:
+    """FakeEnv's episodes in array form: prebuilt batches, CompletedEpisode records."""
+
+    def __init__(self, num_envs: int, length: int, stop_after: int = 0) -> None:
+        self.num_envs = num_envs
+        self.length = length
+        self.stop_after = stop_after
+        self.driver: RuntimeDriver | None = None
+        codec = SpaceCodec(OBSERVATION_SPEC, name="observation")
+        self.observation = SpaceBatch.from_values(codec, np.zeros((num_envs, 1), dtype=np.float32), num_envs)
+        self.rewards = np.ones(num_envs)
+        self.no_lanes = np.zeros(num_envs, dtype=bool)
+
+    async def reset_arrays(self, env_indices, seeds, options=None) -> EnvResetBatch:
+        self.generation = [0] * self.num_envs
+        self.ids = [f"ep-{lane}-0" for lane in range(self.num_envs)]
+        self.left = [self.length - (lane * 7) % self.length for lane in range(self.num_envs)]
+        return EnvResetBatch(self.observation, list(self.ids))
+
+    async def step_arrays(self, actions) -> EnvStepBatch:
+        self.stop_after -= 1
+        if self.stop_after == 0:
+            self.driver.request_stop("benchmark done")
+        left = self.left
+        completed = []
+        for lane in range(self.num_envs):
+            left[lane] -= 1
+            if left[lane] == 0:
+                completed.append(
+                    CompletedEpisode(self.ids[lane], lane, self.length, float(self.length), True, False)
+                )
+            elif left[lane] < 0:
+                self.generation[lane] += 1
+                self.ids[lane] = f"ep-{lane}-{self.generation[lane]}"
+                left[lane] = self.length
+        return EnvStepBatch(
+            self.observation, self.rewards, self.no_lanes, self.no_lanes, list(self.ids), completed
+        )
+
+
+class FakeArrayModel:
+    """A prebuilt action batch."""
+
+    def __init__(self, num_envs: int) -> None:
+        codec = SpaceCodec(ACTION_SPEC, name="action")
+        self.action = SpaceBatch.from_values(codec, np.zeros(num_envs, dtype=np.int64), num_envs)
+
+    async def predict_arrays(self, observation, context) -> ModelActionBatch:
+        return ModelActionBatch(self.action)
+
+
 class TypicalHooks(RuntimeHooks):
     """What an evaluation run typically listens to."""
 
@@ -136,8 +203,8 @@ class TypicalHooks(RuntimeHooks):
 
 def make_spec(num_envs: int) -> RuntimeSessionSpec:
     contract = env_pb2.EnvContract(
-        action_space=spaces_pb2.SpaceSpec(),
-        observation_space=spaces_pb2.SpaceSpec(),
+        action_space=ACTION_SPEC,
+        observation_space=OBSERVATION_SPEC,
         num_envs=num_envs,
         autoreset_mode=env_pb2.AUTORESET_MODE_NEXT_STEP,
     )
@@ -160,10 +227,22 @@ async def bare_loop(num_envs: int, steps: int) -> float:
     return (time.process_time() - started) / steps * 1e6
 
 
-async def driver_loop(num_envs: int, steps: int, hooks: list[RuntimeHooks]) -> float:
+async def bare_array_loop(num_envs: int, steps: int) -> float:
+    """The array-form env and model calls alone."""
+    env, model = FakeArrayEnv(num_envs, args.episode_steps), FakeArrayModel(num_envs)
+    reset = await env.reset_arrays([], [])
+    started = time.process_time()
+    for _ in range(steps):
+        prediction = await model.predict_arrays(reset.observation, None)
+        await env.step_arrays(prediction.action)
+    return (time.process_time() - started) / steps * 1e6
+
+
+async def driver_loop(num_envs: int, steps: int, hooks: list[RuntimeHooks], arrays: bool = False) -> float:
     """A driver run of exactly `steps` steps."""
-    env = FakeEnv(num_envs, args.episode_steps, stop_after=steps)
-    driver = env.driver = RuntimeDriver(make_spec(num_envs), env, FakeModel(num_envs), hooks)
+    env_class, model_class = (FakeArrayEnv, FakeArrayModel) if arrays else (FakeEnv, FakeModel)
+    env = env_class(num_envs, args.episode_steps, stop_after=steps)
+    driver = env.driver = RuntimeDriver(make_spec(num_envs), env, model_class(num_envs), hooks)
     started = time.process_time()
     report = await driver.run()
     elapsed = time.process_time() - started
@@ -179,24 +258,28 @@ print(
     f"driver overhead: {args.steps} steps per run, best of {args.repeats}, {args.episode_steps}-step episodes"
 )
 print("CPU us/step   bare = env+model calls alone, overhead = driver - bare")
-print(f"{'N':>4} {'bare':>8} {'driver':>8} {'overhead':>9} {'+hooks':>8} {'overhead':>9}")
 overheads = {}
-for num_envs in args.lanes:
-    bare = best(lambda n=num_envs: bare_loop(n, args.steps))
-    plain = best(lambda n=num_envs: driver_loop(n, args.steps, []))
-    hooked = best(lambda n=num_envs: driver_loop(n, args.steps, [TypicalHooks()]))
-    overheads[num_envs] = plain - bare
-    row = f"{bare:>8.2f} {plain:>8.2f} {plain - bare:>9.2f} {hooked:>8.2f} {hooked - bare:>9.2f}"
-    print(f"{num_envs:>4} {row}")
-if 1 in overheads:
-    verdict = "met" if overheads[1] <= 25 else "NOT met"
-    print(f"goal <= 25 us/step overhead at N=1 without hooks: {verdict} ({overheads[1]:.2f} us)")
+for form, bare_measure in (("array", bare_array_loop), ("message", bare_loop)):
+    arrays = form == "array"
+    print(f"\n{form} form of the seams")
+    print(f"{'N':>4} {'bare':>8} {'driver':>8} {'overhead':>9} {'+hooks':>8} {'overhead':>9}")
+    for num_envs in args.lanes:
+        bare = best(lambda n=num_envs, measure=bare_measure: measure(n, args.steps))
+        plain = best(lambda n=num_envs, a=arrays: driver_loop(n, args.steps, [], a))
+        hooked = best(lambda n=num_envs, a=arrays: driver_loop(n, args.steps, [TypicalHooks()], a))
+        overheads[form, num_envs] = plain - bare
+        row = f"{bare:>8.2f} {plain:>8.2f} {plain - bare:>9.2f} {hooked:>8.2f} {hooked - bare:>9.2f}"
+        print(f"{num_envs:>4} {row}")
+if ("array", 1) in overheads:
+    verdict = "met" if overheads["array", 1] <= 25 else "NOT met"
+    print(f"\ngoal <= 25 us/step overhead at N=1 without hooks (array form): {verdict}")
 
 if args.profile:
     num_envs = args.lanes[0]
     profiler = cProfile.Profile()
     profiler.enable()
-    asyncio.run(driver_loop(num_envs, args.steps, [TypicalHooks()] if args.profile_hooks else []))
+    asyncio.run(driver_loop(num_envs, args.steps, [TypicalHooks()] if args.profile_hooks else [], True))
     profiler.disable()
-    print(f"\ncProfile of the driver at N={num_envs} ({'typical' if args.profile_hooks else 'no'} hooks):")
+    hooks_text = "typical" if args.profile_hooks else "no"
+    print(f"\ncProfile of the driver, array form, N={num_envs} ({hooks_text} hooks):")
     pstats.Stats(profiler).sort_stats("tottime").print_stats(15)

@@ -13,10 +13,13 @@ counting each lane's first ``(K + i) // N`` episodes (the per-lane quotas SB3's
 
 Workloads: **long** (the shipped CartPole policy: every episode lasts 500 steps) and
 **short** (a seeded random-init MLP 4-64-64-2: episodes of about 9 steps). Runs are paired
-and interleaved (the order of the sides rotates every repeat) and medians are reported, so
-machine noise hits every side alike. Ratios are to the hand loop (same episodes per side, so
-time ratio = throughput ratio); "env-steps/s" is the hand loop's counted episode steps per
-second. Extra rows: ``evaluate()`` with a typical hook set and with recording on.
+and interleaved (the order of the sides rotates every repeat); each side is timed in CPU time
+of this process (everything runs in it, on one thread), which other work on a shared machine
+disturbs less than wall time. A ratio is the median over repeats of the paired ratio
+hand time / side time (same episodes per side, so time ratio = throughput ratio), with the
+lowest and highest paired ratio after it; "env-steps/s" is the hand loop's counted episode
+steps per CPU second. Extra columns: ``evaluate()`` with a typical hook set and with recording
+on.
 
     python benchmarks/throughput.py                        # long and short, N in {1, 8, 64}
     python benchmarks/throughput.py --lanes 8 --repeats 9 --workloads short
@@ -48,7 +51,7 @@ parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--lanes", type=int, nargs="+", default=[1, 8, 64], help="lane counts N")
 parser.add_argument("--workloads", nargs="+", default=["long", "short"], choices=["long", "short"])
 parser.add_argument("--repeats", type=int, default=5, help="paired runs per row (median reported)")
-parser.add_argument("--env-steps", type=int, default=4000, help="target counted env-steps per run")
+parser.add_argument("--env-steps", type=int, default=8000, help="target counted env-steps per run")
 parser.add_argument("--seed", type=int, default=0)
 parser.add_argument("--no-extras", action="store_true", help="skip the hooks and recording rows")
 parser.add_argument("--profile", default=None, metavar="N:WORKLOAD", help="cProfile one evaluate() run")
@@ -80,7 +83,7 @@ def episodes_for(workload: str, lanes: int) -> int:
 
 def run_hand(module: torch.nn.Module, lanes: int, episodes: int) -> tuple[float, int]:
     """(seconds, counted env-steps) of the hand-written loop."""
-    started = time.perf_counter()
+    started = time.process_time()
     envs = gym.vector.SyncVectorEnv([lambda: gym.make(ENV_ID) for _ in range(lanes)])
     quotas = np.array([(episodes + lane) // lanes for lane in range(lanes)])
     counts = np.zeros(lanes, dtype=np.int64)
@@ -106,7 +109,7 @@ def run_hand(module: torch.nn.Module, lanes: int, episodes: int) -> tuple[float,
             lengths[done] = 0
         pending = done
     envs.close()
-    return time.perf_counter() - started, counted_steps
+    return time.process_time() - started, counted_steps
 
 
 class _SB3Predictor:
@@ -121,14 +124,14 @@ class _SB3Predictor:
 
 
 def run_sb3(module: torch.nn.Module, lanes: int, episodes: int) -> float:
-    started = time.perf_counter()
+    started = time.process_time()
     envs = DummyVecEnv([lambda: gym.make(ENV_ID) for _ in range(lanes)])
     envs.seed(args.seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "not wrapped with a Monitor": fine for greedy CartPole
         evaluate_policy(_SB3Predictor(module), envs, n_eval_episodes=episodes, deterministic=True)
     envs.close()
-    return time.perf_counter() - started
+    return time.process_time() - started
 
 
 class TypicalHooks(RuntimeHooks):
@@ -150,7 +153,7 @@ class TypicalHooks(RuntimeHooks):
 
 
 def run_ours(module: torch.nn.Module, lanes: int, episodes: int, extra: str = "") -> float:
-    started = time.perf_counter()
+    started = time.process_time()
     with tempfile.TemporaryDirectory() as folder:
         evaluate(
             ENV_ID,
@@ -162,7 +165,7 @@ def run_ours(module: torch.nn.Module, lanes: int, episodes: int, extra: str = ""
             hooks=[TypicalHooks()] if extra == "hooks" else (),
             record=os.path.join(folder, "run.rlmrec") if extra == "record" else None,
         )
-    return time.perf_counter() - started
+    return time.process_time() - started
 
 
 if args.profile:
@@ -191,7 +194,7 @@ print(
     "ratios to the hand loop (higher is faster)"
 )
 header = f"{'workload':<8} {'N':>3} {'episodes':>8} | {'hand env-steps/s':>16} |" + "".join(
-    f" {side:>8}" for side in sides[1:]
+    f" {side:>18}" for side in sides[1:]
 )
 print(header)
 print("-" * len(header))
@@ -207,9 +210,11 @@ for workload in args.workloads:
             shift = repeat % len(sides)
             for side in sides[shift:] + sides[:shift]:
                 times[side].append(runners[side](module, lanes, episodes))
-        medians = {side: statistics.median(values) for side, values in times.items()}
-        ratios = "".join(f" {medians['hand'] / medians[side]:>7.2f}x" for side in sides[1:])
+        hand = statistics.median(times["hand"])
+        cells = []
+        for side in sides[1:]:
+            paired = sorted(base / other for base, other in zip(times["hand"], times[side], strict=True))
+            cells.append(f" {statistics.median(paired):>5.2f}x ({paired[0]:.2f}-{paired[-1]:.2f})")
         print(
-            f"{workload:<8} {lanes:>3} {episodes:>8} | {counted / medians['hand']:>16,.0f} |{ratios}",
-            flush=True,
+            f"{workload:<8} {lanes:>3} {episodes:>8} | {counted / hand:>16,.0f} |{''.join(cells)}", flush=True
         )

@@ -80,10 +80,12 @@ from rlmesh_gym.runtime.message_form import (
     MessageModelPort,
     episode_metadata,
     meta_map,
-    step_response,
+    step_message,
 )
 from rlmesh_gym.runtime.seams import (
     ArrayPredictContext,
+    ArrayRuntimeEnv,
+    ArrayRuntimeModel,
     CompletedEpisode,
     EnvResetBatch,
     EnvStepBatch,
@@ -130,6 +132,14 @@ class _Suspended:
         self.yielded = yielded
 
 
+_ENV_ARRAY_METHODS = ("reset_arrays", "step_arrays")
+_MODEL_ARRAY_METHODS = ("predict_arrays",)
+
+
+def _implements(peer: object, methods: tuple[str, ...]) -> bool:
+    return all(callable(getattr(peer, method, None)) for method in methods)
+
+
 def _codec_or_none(spec: spaces_pb2.SpaceSpec, name: str) -> SpaceCodec | None:
     """The codec of ``spec``, or ``None`` if it has none (then only message-form peers, which
     pass bytes through undecoded, can run; an array-form peer reports the decode failure)."""
@@ -163,6 +173,9 @@ def _step_size(step: EnvStepBatch) -> int:
 class RuntimeDriver:
     """Drives one route: an env and a model, under a session spec, reporting to hooks.
 
+    ``env`` and ``model`` are used in their array form when they have it
+    (:class:`~rlmesh_gym.runtime.seams.ArrayRuntimeEnv` / ``ArrayRuntimeModel``: the
+    in-process adapters), else in their message form (``RuntimeEnv`` / ``RuntimeModel``).
     ``hooks`` is a :class:`~rlmesh_gym.runtime.hooks.RuntimeHooks`, a sequence of them
     (called in order), or ``None``. A driver runs once.
     """
@@ -170,18 +183,25 @@ class RuntimeDriver:
     def __init__(
         self,
         spec: RuntimeSessionSpec,
-        env: RuntimeEnv,
-        model: RuntimeModel,
+        env: RuntimeEnv | ArrayRuntimeEnv,
+        model: RuntimeModel | ArrayRuntimeModel,
         hooks: RuntimeHooks | Sequence[RuntimeHooks] | None = None,
     ) -> None:
         if not isinstance(spec, RuntimeSessionSpec):
             raise TypeError(f"spec must be a RuntimeSessionSpec; got {type(spec).__name__}")
-        for name, peer, methods in (("env", env, ("reset", "step")), ("model", model, ("predict",))):
+        # The array form is used when a peer has it (in-process adapters), else the message form.
+        self._env_arrays = _implements(env, _ENV_ARRAY_METHODS)
+        self._model_arrays = _implements(model, _MODEL_ARRAY_METHODS)
+        for name, peer, methods, array_methods, arrays in (
+            ("env", env, ("reset", "step"), _ENV_ARRAY_METHODS, self._env_arrays),
+            ("model", model, ("predict",), _MODEL_ARRAY_METHODS, self._model_arrays),
+        ):
             missing = [method for method in methods if not callable(getattr(peer, method, None))]
-            if missing:
+            if missing and not arrays:
                 raise TypeError(
                     f"{name} must implement {'/'.join(methods)} (the Runtime{name.capitalize()} "
-                    f"protocol); {type(peer).__name__} has no {', '.join(missing)}"
+                    f"protocol) or {'/'.join(array_methods)} (ArrayRuntime{name.capitalize()}); "
+                    f"{type(peer).__name__} has no {', '.join(missing)}"
                 )
         self.spec = spec
         self.env = env
@@ -284,20 +304,17 @@ class RuntimeDriver:
         # The seams in array form: in-process adapters are used as they are, message-form peers
         # through their ports (the one place where the two forms convert).
         env, model = self.env, self.model
-        if callable(getattr(env, "step_arrays", None)) and callable(getattr(env, "reset_arrays", None)):
+        if self._env_arrays:
             self._env_port: Any = env
-            self._step_message: Callable[[EnvStepBatch], env_pb2.StepResponse] = step_response
         else:
-            port = MessageEnvPort(
+            self._env_port = MessageEnvPort(
                 env,
                 self._observation_codec,
                 spec.num_envs,
                 limits.env_reset_timeout_ms(),
                 limits.env_step_timeout_ms(),
             )
-            self._env_port = port
-            self._step_message = port.step_message
-        if callable(getattr(model, "predict_arrays", None)):
+        if self._model_arrays:
             self._model_port: Any = model
         else:
             self._model_port = MessageModelPort(model, self._action_codec, self._model_component_id)
@@ -404,7 +421,7 @@ class RuntimeDriver:
                 stepped, started_ns, self.spec.limits.env_step_timeout, "env.step", action_step
             )
         env_ns = perf_counter_ns() - started_ns
-        if type(stepped) is not EnvStepBatch:
+        if type(stepped) is not EnvStepBatch and not isinstance(stepped, EnvStepBatch):
             raise ProtocolError(f"env.step_arrays returned {type(stepped).__name__}; expected EnvStepBatch")
         timing = self._timing
         timing.env_step.record(env_ns)
@@ -424,7 +441,7 @@ class RuntimeDriver:
                     state.step,
                     0,
                     stepped.rewards.tolist(),
-                    partial(self._step_message, stepped),
+                    partial(step_message, stepped),
                     state.episode_ids(),
                     state.episode_record_ids(),
                 ),

@@ -42,6 +42,7 @@ from rlmesh_gym.spaces.meta import to_meta_map
 __all__ = [
     "MessageEnvPort",
     "MessageModelPort",
+    "MessageStepBatch",
     "completed_episode",
     "detached",
     "episode_metadata",
@@ -50,6 +51,7 @@ __all__ = [
     "reset_batch",
     "reset_response",
     "step_batch",
+    "step_message",
     "step_response",
 ]
 
@@ -187,27 +189,91 @@ def reset_batch(response: env_pb2.ResetResponse, codec: SpaceCodec | None, rows:
 
 
 def step_batch(response: env_pb2.StepResponse, codec: SpaceCodec | None, rows: int) -> EnvStepBatch:
-    """The array form of a ``StepResponse`` (payload still bytes, decoded on first use)."""
-    return EnvStepBatch(
-        _payload(response.observation, codec, rows),
-        np.array(response.rewards, dtype=np.float64),
-        np.frombuffer(response.terminated_mask, dtype=np.uint8) != 0,
-        np.frombuffer(response.truncated_mask, dtype=np.uint8) != 0,
-        list(response.episode_ids),
-        [completed_episode(metadata) for metadata in response.completed_episodes],
-        response.infos if response.HasField("infos") else None,
-    )
+    """The array form of a ``StepResponse`` (payload still bytes, decoded on first use; rewards
+    and masks converted on first read; :attr:`MessageStepBatch.response` keeps the message)."""
+    return MessageStepBatch(response, codec, rows)
+
+
+_UNREAD: Any = object()
+_REWARDS = EnvStepBatch.rewards  # the dataclass slots, shadowed below
+_TERMINATED = EnvStepBatch.terminated
+_TRUNCATED = EnvStepBatch.truncated
+
+
+class MessageStepBatch(EnvStepBatch):
+    """An :class:`EnvStepBatch` read from a ``StepResponse`` (kept as :attr:`response`).
+
+    The driver reads ids, finished episodes and the payload of every step, but rewards and
+    masks only when a hook asks for them, so those are converted on first read.
+    """
+
+    __slots__ = ("response",)
+
+    def __init__(self, response: env_pb2.StepResponse, codec: SpaceCodec | None, rows: int) -> None:
+        self.response = response
+        completed = response.completed_episodes
+        EnvStepBatch.__init__(
+            self,
+            _payload(response.observation, codec, rows),
+            _UNREAD,
+            _UNREAD,
+            _UNREAD,
+            list(response.episode_ids),
+            [completed_episode(metadata) for metadata in completed] if completed else [],
+            response.infos if response.HasField("infos") else None,
+        )
+
+    @property  # type: ignore[override]
+    def rewards(self) -> np.ndarray:
+        value = _REWARDS.__get__(self)
+        if value is _UNREAD:
+            value = np.array(self.response.rewards, dtype=np.float64)
+            _REWARDS.__set__(self, value)
+        return value
+
+    @rewards.setter
+    def rewards(self, value: np.ndarray) -> None:
+        _REWARDS.__set__(self, value)
+
+    @property  # type: ignore[override]
+    def terminated(self) -> np.ndarray:
+        value = _TERMINATED.__get__(self)
+        if value is _UNREAD:
+            value = np.frombuffer(self.response.terminated_mask, dtype=np.uint8) != 0
+            _TERMINATED.__set__(self, value)
+        return value
+
+    @terminated.setter
+    def terminated(self, value: np.ndarray) -> None:
+        _TERMINATED.__set__(self, value)
+
+    @property  # type: ignore[override]
+    def truncated(self) -> np.ndarray:
+        value = _TRUNCATED.__get__(self)
+        if value is _UNREAD:
+            value = np.frombuffer(self.response.truncated_mask, dtype=np.uint8) != 0
+            _TRUNCATED.__set__(self, value)
+        return value
+
+    @truncated.setter
+    def truncated(self, value: np.ndarray) -> None:
+        _TRUNCATED.__set__(self, value)
+
+
+def step_message(batch: EnvStepBatch) -> env_pb2.StepResponse:
+    """The message of a step: the env's own for one read from a message, else one built."""
+    return batch.response if type(batch) is MessageStepBatch else step_response(batch)
 
 
 class MessageEnvPort:
     """A message-form :class:`RuntimeEnv` seen through the array form.
 
-    Requests carry the driver's timeouts (``timeout_ms``) as upstream's do. Each array result
-    keeps the response it was read from (:attr:`last_step`), so events that expose the
-    ``StepResponse`` hand on the env's own message.
+    Requests carry the driver's timeouts (``timeout_ms``) as upstream's do. Step results are
+    :class:`MessageStepBatch` objects, so events that expose the ``StepResponse`` hand on the
+    env's own message (:func:`step_message`).
     """
 
-    __slots__ = ("env", "last_step", "_codec", "_rows", "_reset_timeout_ms", "_step_timeout_ms")
+    __slots__ = ("env", "_codec", "_rows", "_reset_timeout_ms", "_step_timeout_ms")
 
     def __init__(
         self,
@@ -218,7 +284,6 @@ class MessageEnvPort:
         step_timeout_ms: int,
     ) -> None:
         self.env = env
-        self.last_step: tuple[EnvStepBatch, env_pb2.StepResponse] | None = None
         self._codec = observation_codec
         self._rows = rows
         self._reset_timeout_ms = reset_timeout_ms
@@ -245,18 +310,9 @@ class MessageEnvPort:
         result = await require_awaitable(self.env.step(request), "env.step")
         if type(result) is not RuntimeEnvStep or type(result.response) is not _StepResponse:
             expect_result(result, RuntimeEnvStep, _StepResponse, "env.step")
-        response = result.response
-        batch = step_batch(response, self._codec, self._rows)
+        batch = MessageStepBatch(result.response, self._codec, self._rows)
         batch.telemetry = result.telemetry
-        self.last_step = (batch, response)
         return batch
-
-    def step_message(self, batch: EnvStepBatch) -> env_pb2.StepResponse:
-        """The env's own response for ``batch`` when it is the last step's, else one built from it."""
-        last = self.last_step
-        if last is not None and last[0] is batch:
-            return last[1]
-        return step_response(batch)
 
 
 class MessageModelPort:
