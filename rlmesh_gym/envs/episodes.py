@@ -197,7 +197,7 @@ class LaneEpisodes:
             done = [lane for lane in range(self.num_envs) if ended_flags[lane] or cut_flags[lane]]
         pending = self._pending
         if pending:
-            broken = sorted(set(pending).intersection(done))
+            broken = sorted(set(pending).intersection(done)) if done else None
             if broken:
                 raise ValueError(
                     f"NEXT_STEP lanes {broken} were waiting for their autoreset, so this step must be the "

@@ -243,7 +243,7 @@ class RouteState:
         self._lockstep_tail: list[bytes] | None = None
         # Lanes whose slot prefix is out of date: encoded when a context is next encoded (an
         # array-form model never asks for one, so a rolled id costs no encoding there).
-        self._stale_prefixes: list[int] = []
+        self._stale_prefixes: set[int] = set()
 
     @classmethod
     def from_spec(cls, spec: RuntimeSessionSpec) -> RouteState:
@@ -301,7 +301,7 @@ class RouteState:
     def _sync_lane(self, lane: int, episode_id: str, record_id: str, *, force_reset: bool) -> None:
         previous = self._episode_ids[lane]
         if episode_id != previous:
-            self._stale_prefixes.append(lane)
+            self._stale_prefixes.add(lane)
             self._lockstep_tail = None
         # An empty id leaves the lane without an episode but does not reset its step.
         rolled = bool(episode_id) and episode_id != previous

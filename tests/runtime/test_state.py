@@ -245,3 +245,14 @@ def test_state_from_spec() -> None:
         "model-1",
         2,
     )
+
+
+def test_rolled_ids_are_encoded_lazily_and_keep_memory_bounded():
+    state = RouteState("s", "r", num_envs=2)
+    state.start_episodes(["a0", "b0"], False)
+    for generation in range(1, 500):
+        state.observe_episode_ids([f"a{generation}", f"b{generation}"])
+    # An array-form run never encodes a context: stale slot prefixes are one per lane at most.
+    assert len(state._stale_prefixes) <= 2
+    context = model_pb2.PredictContext.FromString(state.encode_context("step_observation"))
+    assert [slot.episode_id for slot in context.slots] == ["a499", "b499"]
