@@ -27,13 +27,12 @@ from typing import Any
 
 import gymnasium
 import numpy as np
-from gymnasium.spaces import Dict as DictSpace
 from gymnasium.spaces import Discrete, MultiDiscrete, Space
-from gymnasium.spaces import Tuple as TupleSpace
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
 from rlmesh_gym.envs._infos import lane_info
 from rlmesh_gym.envs.episodes import LaneEpisodes
+from rlmesh_gym.envs.one_lane import OneLaneVector, lane_zero_info
 from rlmesh_gym.envs.reset_plan import EnvResetShape, InvalidReset, ResetPlan, plan_reset
 from rlmesh_gym.proto import env_pb2, spaces_pb2
 from rlmesh_gym.runtime.errors import EnvRpcError
@@ -125,11 +124,11 @@ class GymVectorEnv(RuntimeEnv):
         offload: bool = False,
     ) -> None:
         if isinstance(env, VectorEnv):
-            self._vector = True
+            vector = True
             num_envs = int(env.num_envs)
             observation_space, action_space = env.single_observation_space, env.single_action_space
         elif isinstance(env, gymnasium.Env):
-            self._vector = False
+            vector = False
             num_envs = 1
             observation_space, action_space = env.observation_space, env.action_space
         else:
@@ -142,9 +141,9 @@ class GymVectorEnv(RuntimeEnv):
         # gymnasium's Sync/AsyncVectorEnv take one seed per lane and honour options["reset_mask"];
         # custom vector envs (e.g. CartPoleVectorEnv from make_vec's default mode) take one int seed
         # for their single RNG and may ignore reset_mask.
-        self._per_lane_resets = not self._vector or isinstance(env.unwrapped, (SyncVectorEnv, AsyncVectorEnv))
+        per_lane_resets = not vector or isinstance(env.unwrapped, (SyncVectorEnv, AsyncVectorEnv))
         self._warned_single_seed = False
-        self._mode = _resolve_autoreset_mode(env, self._vector, autoreset_mode)
+        self._mode = _resolve_autoreset_mode(env, vector, autoreset_mode)
         if (
             isinstance(env, AsyncVectorEnv)
             and not getattr(env, "shared_memory", True)
@@ -174,8 +173,7 @@ class GymVectorEnv(RuntimeEnv):
         self._episodes = LaneEpisodes(num_envs, _WIRE_MODE[self._mode])
         self._reset_shape = EnvResetShape(
             num_envs,
-            vector=self._vector,
-            per_lane=self._per_lane_resets,
+            per_lane=per_lane_resets,
             disabled=self._mode is AutoresetMode.DISABLED,
             mode_name=self._mode.name,
             env_name=type(env.unwrapped).__name__,
@@ -184,14 +182,22 @@ class GymVectorEnv(RuntimeEnv):
         self._step_telemetry = EndpointTelemetry("env.step")
         self._reset_telemetry = EndpointTelemetry("env.reset")
         self._no_lanes = bytes(num_envs)  # a mask with no lane set
-        self._disabled_vector = self._vector and self._mode is AutoresetMode.DISABLED
+        # A single env becomes a vector of one lane here; everything below drives `_lanes`.
+        if vector:
+            self._lanes: VectorEnv | OneLaneVector = env
+            self._lane_info: Callable[[Mapping[str, Any], int], dict[str, Any]] = lane_info
+        else:
+            self._lanes = OneLaneVector(env, self._observation_codec.batch_of_one)
+            self._lane_info = lane_zero_info
+        self._failure_where = "" if vector else " (lane 0)"  # named in errors of a single env
+        # A DISABLED vector env refuses steps while a lane waits for its reset; a single env is
+        # stepped as gymnasium lets it be.
+        self._disabled_vector = vector and self._mode is AutoresetMode.DISABLED
         self._same_step = self._mode is AutoresetMode.SAME_STEP
         self._executor = (
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlmesh-gym-env") if offload else None
         )
-        self._step_env: Callable[[Any], tuple[Any, Any, Any, Any, Mapping[str, Any]]] = (
-            env.step if self._vector else self._step_single
-        )
+        self._step_env: Callable[[Any], tuple[Any, Any, Any, Any, Mapping[str, Any]]] = self._lanes.step
         self._steps_taken = 0
         self._has_reset = False
         self._closed = False
@@ -461,12 +467,10 @@ class GymVectorEnv(RuntimeEnv):
                 f"this env has render_mode={self._env.render_mode!r}"
             )
         if self._executor is None:
-            rendered = self._env.render()
+            rendered = self._lanes.render()
         else:
-            rendered = self._executor.submit(self._env.render).result()
-        if not self._vector:
-            frames = [rendered]
-        elif rendered is None:
+            rendered = self._executor.submit(self._lanes.render).result()
+        if rendered is None:
             frames = [None] * self._num_envs
         else:
             frames = list(rendered)
@@ -494,29 +498,16 @@ class GymVectorEnv(RuntimeEnv):
             raise
 
     def _reset_env(self, seed: Any, options: dict[str, Any] | None) -> tuple[Any, Mapping[str, Any]]:
-        return self._env.reset(seed=seed, options=options)
-
-    def _step_single(self, action: Any) -> tuple[Any, Any, Any, Any, Mapping[str, Any]]:
-        observation, reward, terminated, truncated, info = self._env.step(action)
-        return (
-            observation,
-            np.array([reward], dtype=np.float64),
-            np.array([terminated], dtype=np.bool_),
-            np.array([truncated], dtype=np.bool_),
-            info,
-        )
+        return self._lanes.reset(seed=seed, options=options)
 
     def _observation_batch(self, observation: Any) -> SpaceBatch:
-        codec = self._observation_codec
-        if self._vector:
-            return SpaceBatch.from_values(codec, observation, self._num_envs)
-        return SpaceBatch.from_values(codec, codec.batch_of_one(observation), 1)
+        return SpaceBatch.from_values(self._observation_codec, observation, self._num_envs)
 
     def _close_env(self, timeout: float) -> None:
         if isinstance(self._env, AsyncVectorEnv):
             self._env.close(timeout=timeout)
         else:
-            self._env.close()
+            self._lanes.close()
 
     # -- request checks ------------------------------------------------------------------------
 
@@ -617,9 +608,7 @@ class GymVectorEnv(RuntimeEnv):
             outside = (values < 0) | (values >= self._multi_discrete_nvec)
             if outside.any():
                 self._refuse_actions(values, outside, step)
-        if self._vector:
-            return values
-        return _unbatch_one(self._action_space, values)
+        return values
 
     def _refuse_actions(self, values: np.ndarray, outside: np.ndarray, step: int) -> None:
         lanes = sorted(set(np.argwhere(outside)[:, 0].tolist()))
@@ -634,10 +623,8 @@ class GymVectorEnv(RuntimeEnv):
     # -- responses -----------------------------------------------------------------------------
 
     def _final_info(self, infos: Mapping[str, Any], lane: int) -> dict[str, Any]:
-        if not self._vector:
-            return dict(infos)
         if not self._same_step:
-            return lane_info(infos, lane) if infos else {}
+            return self._lane_info(infos, lane) if infos else {}
         final: dict[str, Any] = {}
         terminal = infos.get("final_info")
         if isinstance(terminal, Mapping):
@@ -652,8 +639,7 @@ class GymVectorEnv(RuntimeEnv):
         return final
 
     def _env_failed(self, operation: str, step: int, error: BaseException) -> EnvRpcError:
-        where = " (lane 0)" if not self._vector else ""
-        message = f"{operation}{where} raised {type(error).__name__}: {error}"
+        message = f"{operation}{self._failure_where} raised {type(error).__name__}: {error}"
         self._failure = message
         self._ready = False
         failure = EnvRpcError(operation, step, message)
@@ -759,16 +745,3 @@ def _received_bytes(actions: SpaceBatch | None) -> int:
         return actions.nbytes if actions is not None else 0
     except (CodecError, ValueError, TypeError):
         return 0
-
-
-def _unbatch_one(space: Space, values: Any) -> Any:
-    """Lane 0's value out of a decoded batch of one (Discrete values as ``int``)."""
-    if isinstance(space, DictSpace):
-        return {key: _unbatch_one(subspace, values[key]) for key, subspace in space.spaces.items()}
-    if isinstance(space, TupleSpace):
-        return tuple(
-            _unbatch_one(subspace, column) for subspace, column in zip(space.spaces, values, strict=True)
-        )
-    if isinstance(space, Discrete):
-        return int(values[0])
-    return values[0]

@@ -23,12 +23,11 @@ class InvalidReset(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class EnvResetShape:
-    """What a reset depends on: lane count, whether the env is a vector env, whether it takes one
-    seed per lane and honours ``options["reset_mask"]`` (gymnasium's Sync/AsyncVectorEnv), whether
-    it runs under DISABLED autoreset, and names for messages."""
+    """What a reset depends on: lane count, whether the env takes one seed per lane and honours
+    ``options["reset_mask"]`` (gymnasium's Sync/AsyncVectorEnv, or one env as a lane), whether it
+    runs under DISABLED autoreset, and names for messages."""
 
     num_envs: int
-    vector: bool
     per_lane: bool
     disabled: bool
     mode_name: str
@@ -60,8 +59,7 @@ def plan_reset(
 ) -> ResetPlan:
     """The reset of every lane (``env_indices`` empty) or of the listed lanes; ``InvalidReset`` if refused.
 
-    >>> shape = EnvResetShape(3, vector=True, per_lane=True, disabled=True, mode_name="DISABLED",
-    ...                       env_name="SyncVectorEnv")
+    >>> shape = EnvResetShape(3, per_lane=True, disabled=True, mode_name="DISABLED", env_name="SyncVectorEnv")
     >>> plan = plan_reset(shape, [2, 0], [7, 8], None)
     >>> plan.lanes, plan.lane_seeds, plan.seed, plan.options["reset_mask"].tolist()
     ([2, 0], [7, 8], [8, None, 7], [True, False, True])
@@ -107,8 +105,6 @@ def plan_reset(
             f"got {len(seeds)} seeds"
         )
     lane_seeds: list[int | None] = list(seeds) if seeds else [None] * len(indices)
-    if not shape.vector:
-        return ResetPlan(indices, lane_seeds, lane_seeds[0], options)
     full_seeds: list[int | None] = [None] * n
     mask = np.zeros(n, dtype=np.bool_)
     for index, seed in zip(indices, lane_seeds, strict=True):
@@ -126,8 +122,6 @@ def _plan_whole(shape: EnvResetShape, seeds: list[int], options: dict[str, Any] 
         raise InvalidReset(f"expected no seeds or one seed per lane ({n}), got {len(seeds)} seeds")
     lanes = list(range(n))
     lane_seeds: list[int | None] = list(seeds) if seeds else [None] * n
-    if not shape.vector:
-        return ResetPlan(lanes, lane_seeds, lane_seeds[0], options)
     if seeds and not shape.per_lane:
         # One RNG for all lanes: which seed a lane got is unknown, so none is recorded.
         return ResetPlan(lanes, [None] * n, seeds[0], options, single_seed=seeds[0])

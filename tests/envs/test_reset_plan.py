@@ -10,16 +10,10 @@ import pytest
 from rlmesh_gym.envs import reset_plan
 from rlmesh_gym.envs.reset_plan import EnvResetShape, InvalidReset, plan_reset
 
-VECTOR = EnvResetShape(
-    3, vector=True, per_lane=True, disabled=True, mode_name="DISABLED", env_name="SyncVectorEnv"
-)
-NEXT_STEP = EnvResetShape(3, vector=True, per_lane=True, disabled=False, mode_name="NEXT_STEP", env_name="X")
-CUSTOM = EnvResetShape(
-    3, vector=True, per_lane=False, disabled=True, mode_name="DISABLED", env_name="CartPoleVectorEnv"
-)
-SINGLE = EnvResetShape(
-    1, vector=False, per_lane=True, disabled=True, mode_name="DISABLED", env_name="CartPoleEnv"
-)
+VECTOR = EnvResetShape(3, per_lane=True, disabled=True, mode_name="DISABLED", env_name="SyncVectorEnv")
+NEXT_STEP = EnvResetShape(3, per_lane=True, disabled=False, mode_name="NEXT_STEP", env_name="X")
+CUSTOM = EnvResetShape(3, per_lane=False, disabled=True, mode_name="DISABLED", env_name="CartPoleVectorEnv")
+SINGLE = EnvResetShape(1, per_lane=True, disabled=True, mode_name="DISABLED", env_name="CartPoleEnv")
 
 
 def test_the_module_needs_no_gymnasium():
@@ -50,7 +44,7 @@ def test_whole_vector_resets():
     unseeded = plan_reset(NEXT_STEP, [], [], None)
     assert (unseeded.lane_seeds, unseeded.seed, unseeded.options) == ([None] * 3, None, None)
     single = plan_reset(SINGLE, [], [9], None)
-    assert (single.lanes, single.lane_seeds, single.seed) == ([0], [9], 9)
+    assert (single.lanes, single.lane_seeds, single.seed) == ([0], [9], [9])
     custom = plan_reset(CUSTOM, [], [4, 5, 6], None)
     assert (custom.lane_seeds, custom.seed, custom.single_seed) == ([None] * 3, 4, 4)
 
@@ -61,7 +55,8 @@ def test_partial_resets_build_full_width_seeds_and_a_fresh_mask():
     assert plan.lanes == [2] and plan.lane_seeds == [None] and plan.seed == [None, None, None]
     assert plan.options["reset_mask"].tolist() == [False, False, True] and plan.options["level"] == 1
     assert "reset_mask" not in options  # the caller's dict is never changed
-    assert plan_reset(SINGLE, [0], [3], None).seed == 3
+    one_lane = plan_reset(SINGLE, [0], [3], None)
+    assert one_lane.seed == [3] and one_lane.options["reset_mask"].tolist() == [True]
 
 
 @pytest.mark.parametrize(
