@@ -18,8 +18,9 @@ of this process (everything runs in it, on one thread), which other work on a sh
 disturbs less than wall time. A ratio is the median over repeats of the paired ratio
 hand time / side time (same episodes per side, so time ratio = throughput ratio), with the
 lowest and highest paired ratio after it; "env-steps/s" is the hand loop's counted episode
-steps per CPU second. Extra columns: ``evaluate()`` with a typical hook set and with recording
-on.
+steps per CPU second. Extra columns: ``evaluate()`` with a typical hook set, with recording
+on, and with ``autoreset="same_step"`` (gymnasium resets a finished lane within its last step, as
+SB3's ``DummyVecEnv`` does, instead of spending one more vector step on it).
 
     python benchmarks/throughput.py                        # long and short, N in {1, 8, 64}
     python benchmarks/throughput.py --lanes 8 --repeats 9 --workloads short
@@ -161,6 +162,7 @@ def run_ours(module: torch.nn.Module, lanes: int, episodes: int, extra: str = ""
             episodes=episodes,
             num_envs=lanes,
             seed=args.seed,
+            autoreset="same_step" if extra == "same_step" else "next_step",
             progress=False,
             hooks=[TypicalHooks()] if extra == "hooks" else (),
             record=os.path.join(folder, "run.rlmrec") if extra == "record" else None,
@@ -181,13 +183,14 @@ if args.profile:
     pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
     raise SystemExit(0)
 
-sides = ["hand", "sb3", "evaluate"] + ([] if args.no_extras else ["hooks", "record"])
+sides = ["hand", "sb3", "evaluate"] + ([] if args.no_extras else ["hooks", "record", "same_step"])
 runners = {
     "hand": lambda m, n, k: run_hand(m, n, k)[0],
     "sb3": run_sb3,
     "evaluate": run_ours,
     "hooks": lambda m, n, k: run_ours(m, n, k, "hooks"),
     "record": lambda m, n, k: run_ours(m, n, k, "record"),
+    "same_step": lambda m, n, k: run_ours(m, n, k, "same_step"),
 }
 print(
     f"{ENV_ID}, greedy torch MLP, one torch thread; {args.repeats} paired runs per row, medians; "

@@ -207,9 +207,13 @@ class EpisodeRecorder(RuntimeHooks):
         self._action = event.action
 
     async def step_completed(self, event: StepCompletedEvent) -> None:
-        response = event.response
-        terminated = response.terminated_mask if response is not None else b""
-        truncated = response.truncated_mask if response is not None else b""
+        result = getattr(event, "result", None)
+        if result is not None:  # the array form: no StepResponse is built for two masks
+            terminated, truncated = _mask_bytes(result.terminated), _mask_bytes(result.truncated)
+        else:
+            response = event.response
+            terminated = response.terminated_mask if response is not None else b""
+            truncated = response.truncated_mask if response is not None else b""
         # event.rewards is the driver's own copy; the masks are immutable bytes.
         self._steps.append((self._obs, self._action, event.rewards, terminated, truncated))
         step = self._count
@@ -227,17 +231,23 @@ class EpisodeRecorder(RuntimeHooks):
             self._write_chunks()
 
     async def episode_completed(self, event: EpisodeCompletedEvent) -> None:
-        metadata = getattr(event, "metadata", None)
-        lane = metadata.env_index if metadata is not None else event.env_index
+        lane = event.env_index
         if lane not in self._lanes:
             return
         state = self._state[lane]
-        episode_id = metadata.episode_id if metadata is not None else event.episode_id
+        episode_id = event.episode_id
         if state.active and state.episode_id == episode_id:
             # The env reported the end without a done flag (for example empty masks).
             self._write_steps(lane, self._count - 1, final=True)
             self._trim()
-        record = EpisodeRecord.from_metadata(metadata) if metadata is not None else _record_from_event(event)
+        episode = getattr(event, "episode", None)
+        metadata = getattr(event, "metadata", None) if episode is None else None
+        if episode is not None:  # the array form: final_info is not converted to a MetaMap
+            record = EpisodeRecord.from_episode(episode)
+        elif metadata is not None:
+            record = EpisodeRecord.from_metadata(metadata)
+        else:
+            record = _record_from_event(event)
         self._write({"kind": "episode", "lane": lane, "episode_id": episode_id, "record": record.to_dict()})
         self._file.flush()
 
@@ -416,6 +426,11 @@ class EpisodeRecorder(RuntimeHooks):
 
 def _flag(mask: bytes, lane: int) -> bool:
     return lane < len(mask) and mask[lane] != 0
+
+
+def _mask_bytes(mask: Any) -> bytes:
+    """A done mask as the bytes a ``StepResponse`` carries (one 0/1 byte per lane)."""
+    return np.ascontiguousarray(mask, dtype=np.bool_).tobytes()
 
 
 def _record_from_event(event: EpisodeCompletedEvent) -> EpisodeRecord:

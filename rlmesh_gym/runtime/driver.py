@@ -444,6 +444,7 @@ class RuntimeDriver:
                     partial(step_message, stepped),
                     state.episode_ids(),
                     state.episode_record_ids(),
+                    stepped,
                 ),
             )
         if self._telemetry_on and self._window_ns is not None:

@@ -10,7 +10,8 @@ defaults, and never change a seed field:
   (:class:`~rlmesh_gym.runtime.seams.CompletedEpisode`);
 * :class:`StepCompletedEvent` ``.response`` (the env's whole ``StepResponse``),
   ``.episode_ids`` and ``.episode_record_ids`` (every lane, taken after the step was recorded
-  and before episode ids rolled, so they name the episodes the step belonged to).
+  and before episode ids rolled, so they name the episodes the step belonged to), and
+  ``.result``, the same step in array form (``EnvStepBatch``).
 
 Payloads (``observation``, ``action``) are the raw message bytes (``bytes``), or ``None`` when
 there is none. Protobuf fields (``action_space``, ``observation_space``, ``metadata``,
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING
 from rlmesh_gym.proto import env_pb2, spaces_pb2
 
 if TYPE_CHECKING:
-    from rlmesh_gym.runtime.seams import CompletedEpisode
+    from rlmesh_gym.runtime.seams import CompletedEpisode, EnvStepBatch
 
 __all__ = [
     "ActionReceivedEvent",
@@ -219,6 +220,8 @@ class StepCompletedEvent:
     """Extension: every lane's episode id the step belonged to."""
     episode_record_ids: list[str] = field(default_factory=list)
     """Extension: every lane's episode record id the step belonged to."""
+    result: EnvStepBatch | None = None
+    """Extension: the env's step result in array form (rewards and masks as arrays)."""
 
 
 @dataclass(slots=True)
@@ -356,6 +359,7 @@ class LazyStepCompletedEvent(StepCompletedEvent):
         build: Callable[[], env_pb2.StepResponse],
         episode_ids: list[str],
         episode_record_ids: list[str],
+        result: EnvStepBatch,
     ) -> None:
         StepCompletedEvent.__init__(
             self,
@@ -369,6 +373,7 @@ class LazyStepCompletedEvent(StepCompletedEvent):
             None,
             episode_ids,
             episode_record_ids,
+            result,
         )
         self._build_response = build
 
