@@ -208,7 +208,8 @@ class PolicyModel(ABC, Generic[RngT]):
                 return observation.values
         return self._decode_observation(observation.data, rows)
 
-    def _check_bound(self) -> None:
+    def _rows(self, context: ArrayPredictContext) -> int:
+        """The request's row count, once the policy is known to be usable for it."""
         if self._spaces is None:
             raise ModelRpcError(
                 self.component_id,
@@ -216,12 +217,6 @@ class PolicyModel(ABC, Generic[RngT]):
                 "(observation_spec, action_spec) pair) when building it, or call .bind(contract) "
                 "before predict",
             )
-
-    async def predict_arrays(
-        self, observation: SpaceBatch | None, context: ArrayPredictContext
-    ) -> ModelActionBatch:
-        """One action row per observation row, in array form (see :meth:`predict` for the errors)."""
-        self._check_bound()
         rows = context.rows
         if rows == 0:
             raise ModelRpcError(
@@ -229,39 +224,48 @@ class PolicyModel(ABC, Generic[RngT]):
                 f"predict request {context.message().request_id!r} has no slots; "
                 "expected one slot per observation row",
             )
+        return rows
+
+    def _encode_failure(self, error: CodecError) -> ModelRpcError:
+        return self._fail(f"the actions do not encode: {error}", error)
+
+    async def predict_arrays(
+        self, observation: SpaceBatch | None, context: ArrayPredictContext
+    ) -> ModelActionBatch:
+        """One action row per observation row, in array form (see :meth:`predict` for the errors)."""
+        rows = self._rows(context)
         actions, forward_ns = self._act(self._observations(observation, rows), rows, context)
         try:
             batch = SpaceBatch.from_values(self._action_codec, actions, rows)
         except CodecError as error:
-            raise self._fail(f"the actions do not encode: {error}", error) from error
+            raise self._encode_failure(error) from error
         return ModelActionBatch(batch, self._telemetry.stamp(forward_ns))
 
     async def predict(self, request: model_pb2.PredictRequest) -> RuntimeModelPrediction:
         """One action per slot of ``request.context``; the response's context equals the request's.
 
-        The message form of :meth:`predict_arrays`.
+        The message form of :meth:`predict_arrays` (the same policy call on the decoded batch;
+        the actions encoded straight into the response).
 
         Raises:
             ModelRpcError: no spaces yet, no slots, an observation batch whose row count
                 differs from the slot count or that does not decode, a failing policy call,
                 or a policy output that does not fit the action space.
         """
-        self._check_bound()
         context = request.context
-        rows = len(context.slots)
         arrays_context = ArrayPredictContext(
-            context.session_id, context.route_id, rows, context.SerializeToString
+            context.session_id, context.route_id, len(context.slots), context.SerializeToString
         )
-        observation = SpaceBatch.from_bytes(self._observation_codec, request.observation.bytes.data, rows)
-        prediction = await self.predict_arrays(observation, arrays_context)
+        rows = self._rows(arrays_context)
+        observations = self._decode_observation(request.observation.bytes.data, rows)
+        actions, forward_ns = self._act(observations, rows, arrays_context)
         response = model_pb2.PredictResponse()
         response.context.CopyFrom(context)
-        if prediction.action is not None:
-            try:
-                response.action.bytes.data = prediction.action.data
-            except CodecError as error:
-                raise self._fail(f"the actions do not encode: {error}", error) from error
-        return RuntimeModelPrediction(response, detached(prediction.telemetry))
+        try:
+            response.action.bytes.data = self._action_codec.encode_batch(actions, rows)
+        except CodecError as error:
+            raise self._encode_failure(error) from error
+        return RuntimeModelPrediction(response, detached(self._telemetry.stamp(forward_ns)))
 
     async def close_route(self, request: model_pb2.CloseRouteRequest, timeout: float) -> None:
         """Forget the route's random stream (if any). Idempotent; the policy itself stays usable."""
