@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlmesh_gym.proto import env_pb2, spaces_pb2
 
@@ -337,15 +337,31 @@ class TelemetrySummaryEvent:
 
 # -- events whose messages are built on first read -----------------------------------------------
 
-_STEP_RESPONSE = StepCompletedEvent.response  # the dataclass slots, shadowed below
-_EPISODE_METADATA = EpisodeCompletedEvent.metadata
-_EPISODE_FINAL_INFO = EpisodeCompletedEvent.final_info
+
+def _built_on_read(slot: Any, builder: str, argument: str | None = None) -> property:
+    """A property over the dataclass slot ``slot``, set on first read by calling the builder kept
+    in the attribute ``builder`` (with the attribute ``argument``, if named); a write wins."""
+
+    def read(self: Any) -> Any:
+        build = getattr(self, builder)
+        if build is not None:
+            setattr(self, builder, None)
+            slot.__set__(self, build() if argument is None else build(getattr(self, argument)))
+        return slot.__get__(self)
+
+    def write(self: Any, value: Any) -> None:
+        setattr(self, builder, None)
+        slot.__set__(self, value)
+
+    return property(read, write)
 
 
 class LazyStepCompletedEvent(StepCompletedEvent):
     """A :class:`StepCompletedEvent` whose ``response`` is built by ``build()`` on first read."""
 
     __slots__ = ("_build_response",)
+
+    response = _built_on_read(StepCompletedEvent.response, "_build_response")  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -377,25 +393,15 @@ class LazyStepCompletedEvent(StepCompletedEvent):
         )
         self._build_response = build
 
-    @property  # type: ignore[override]
-    def response(self) -> env_pb2.StepResponse | None:
-        build = self._build_response
-        if build is not None:
-            self._build_response = None
-            _STEP_RESPONSE.__set__(self, build())
-        return _STEP_RESPONSE.__get__(self)
-
-    @response.setter
-    def response(self, value: env_pb2.StepResponse | None) -> None:
-        self._build_response = None
-        _STEP_RESPONSE.__set__(self, value)
-
 
 class LazyEpisodeCompletedEvent(EpisodeCompletedEvent):
     """An :class:`EpisodeCompletedEvent` whose ``metadata`` and ``final_info`` are built from
     ``episode`` on first read, by ``build_metadata(episode)`` and ``build_final_info(episode)``."""
 
     __slots__ = ("_build_metadata", "_build_final_info")
+
+    metadata = _built_on_read(EpisodeCompletedEvent.metadata, "_build_metadata", "episode")  # type: ignore[assignment]
+    final_info = _built_on_read(EpisodeCompletedEvent.final_info, "_build_final_info", "episode")  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -426,32 +432,6 @@ class LazyEpisodeCompletedEvent(EpisodeCompletedEvent):
         )
         self._build_metadata = build_metadata
         self._build_final_info = build_final_info
-
-    @property  # type: ignore[override]
-    def metadata(self) -> env_pb2.EpisodeMetadata | None:
-        build = self._build_metadata
-        if build is not None:
-            self._build_metadata = None
-            _EPISODE_METADATA.__set__(self, build(self.episode))
-        return _EPISODE_METADATA.__get__(self)
-
-    @metadata.setter
-    def metadata(self, value: env_pb2.EpisodeMetadata | None) -> None:
-        self._build_metadata = None
-        _EPISODE_METADATA.__set__(self, value)
-
-    @property  # type: ignore[override]
-    def final_info(self) -> spaces_pb2.MetaMap | None:
-        build = self._build_final_info
-        if build is not None:
-            self._build_final_info = None
-            _EPISODE_FINAL_INFO.__set__(self, build(self.episode))
-        return _EPISODE_FINAL_INFO.__get__(self)
-
-    @final_info.setter
-    def final_info(self, value: spaces_pb2.MetaMap | None) -> None:
-        self._build_final_info = None
-        _EPISODE_FINAL_INFO.__set__(self, value)
 
 
 # They are the documented events to every reader (names, reprs, isinstance), built lazily.

@@ -195,9 +195,22 @@ def step_batch(response: env_pb2.StepResponse, codec: SpaceCodec | None, rows: i
 
 
 _UNREAD: Any = object()
-_REWARDS = EnvStepBatch.rewards  # the dataclass slots, shadowed below
-_TERMINATED = EnvStepBatch.terminated
-_TRUNCATED = EnvStepBatch.truncated
+
+
+def _converted_on_read(slot: Any, convert: Any) -> property:
+    """A property over the dataclass slot ``slot``: ``convert(self.response)`` on first read."""
+
+    def read(self: MessageStepBatch) -> Any:
+        value = slot.__get__(self)
+        if value is _UNREAD:
+            value = convert(self.response)
+            slot.__set__(self, value)
+        return value
+
+    def write(self: MessageStepBatch, value: Any) -> None:
+        slot.__set__(self, value)
+
+    return property(read, write)
 
 
 class MessageStepBatch(EnvStepBatch):
@@ -208,6 +221,14 @@ class MessageStepBatch(EnvStepBatch):
     """
 
     __slots__ = ("response",)
+
+    rewards = _converted_on_read(EnvStepBatch.rewards, lambda r: np.array(r.rewards, dtype=np.float64))
+    terminated = _converted_on_read(
+        EnvStepBatch.terminated, lambda r: np.frombuffer(r.terminated_mask, dtype=np.uint8) != 0
+    )
+    truncated = _converted_on_read(
+        EnvStepBatch.truncated, lambda r: np.frombuffer(r.truncated_mask, dtype=np.uint8) != 0
+    )
 
     def __init__(self, response: env_pb2.StepResponse, codec: SpaceCodec | None, rows: int) -> None:
         self.response = response
@@ -222,42 +243,6 @@ class MessageStepBatch(EnvStepBatch):
             [completed_episode(metadata) for metadata in completed] if completed else [],
             response.infos if response.HasField("infos") else None,
         )
-
-    @property  # type: ignore[override]
-    def rewards(self) -> np.ndarray:
-        value = _REWARDS.__get__(self)
-        if value is _UNREAD:
-            value = np.array(self.response.rewards, dtype=np.float64)
-            _REWARDS.__set__(self, value)
-        return value
-
-    @rewards.setter
-    def rewards(self, value: np.ndarray) -> None:
-        _REWARDS.__set__(self, value)
-
-    @property  # type: ignore[override]
-    def terminated(self) -> np.ndarray:
-        value = _TERMINATED.__get__(self)
-        if value is _UNREAD:
-            value = np.frombuffer(self.response.terminated_mask, dtype=np.uint8) != 0
-            _TERMINATED.__set__(self, value)
-        return value
-
-    @terminated.setter
-    def terminated(self, value: np.ndarray) -> None:
-        _TERMINATED.__set__(self, value)
-
-    @property  # type: ignore[override]
-    def truncated(self) -> np.ndarray:
-        value = _TRUNCATED.__get__(self)
-        if value is _UNREAD:
-            value = np.frombuffer(self.response.truncated_mask, dtype=np.uint8) != 0
-            _TRUNCATED.__set__(self, value)
-        return value
-
-    @truncated.setter
-    def truncated(self, value: np.ndarray) -> None:
-        _TRUNCATED.__set__(self, value)
 
 
 def step_message(batch: EnvStepBatch) -> env_pb2.StepResponse:

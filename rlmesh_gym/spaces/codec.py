@@ -200,15 +200,8 @@ class SpaceCodec:
         if self._raw:
             # Hot path: an ndarray of the exact dtype and shape needs only tobytes(), which is the
             # one copy (it gathers non-contiguous input into C order).
-            try:
-                if (
-                    values.shape == self._shapes[n]
-                    and values.dtype is self._fast_dtype
-                    and type(values) is _ndarray
-                ):
-                    return values.tobytes()
-            except (KeyError, AttributeError, TypeError):  # first use of this n, or not an ndarray
-                pass
+            if self._is_exact(values, n):
+                return values.tobytes()
             return self._coerce(values, self._batch(n)[0], n).tobytes()
         n = self._count(n)
         items = spaces_pb2.ValueList()
@@ -225,15 +218,8 @@ class SpaceCodec:
         ``CodecError`` as :meth:`encode_batch` for anything it would refuse.
         """
         if self._raw:
-            try:
-                if (
-                    values.shape == self._shapes[n]
-                    and values.dtype is self._fast_dtype
-                    and type(values) is _ndarray
-                ):
-                    return values
-            except (KeyError, AttributeError, TypeError):  # first use of this n, or not an ndarray
-                pass
+            if self._is_exact(values, n):
+                return values
             return self._finish(self._coerce(values, self._batch(n)[0], n))
         return self.decode_batch(self.encode_batch(values, n), n)
 
@@ -268,6 +254,17 @@ class SpaceCodec:
                 "(a single Text/Dict/Tuple value is still wrapped in a ValueList)"
             )
         return self._decode_nodes(items, n)
+
+    def _is_exact(self, values: Any, n: int) -> bool:
+        """Whether ``values`` is already an ndarray of the wire dtype and batch shape (raw kinds)."""
+        try:
+            return (
+                values.shape == self._shapes[n]
+                and values.dtype is self._fast_dtype
+                and type(values) is _ndarray
+            )
+        except (KeyError, AttributeError, TypeError):  # first use of this n, or not an ndarray
+            return False
 
     def _finish(self, wire_view: np.ndarray) -> np.ndarray:
         """A decoded raw batch from its view in wire form: bfloat16 widened, MultiBinary 0/1, native order."""

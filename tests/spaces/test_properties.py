@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rlmesh_gym.spaces import CodecError, SpaceCodec, gym_space, space_spec
+from rlmesh_gym.spaces.batch import SpaceBatch
 
 PROPERTY_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -31,6 +32,22 @@ def test_batches_round_trip_exactly(space, seed, n):
     assert codec.encode_batch(decoded, n) == data  # exact: the decoded batch re-encodes to the same bytes
     if codec.lane_nbytes or codec.kind in ("text", "dict", "tuple"):
         assert_values_equal(codec.decode_batch(data, None), values)
+
+
+@PROPERTY_SETTINGS
+@given(space=spaces, seed=st.integers(0, 2**31), n=st.integers(1, 4))
+def test_normalized_values_equal_the_decoded_bytes(space, seed, n):
+    codec = SpaceCodec(space_spec(space), name="obs")
+    values = _sample(batch_space(space, n), seed)
+    data = codec.encode_batch(values, n)
+    normalized = codec.normalize_batch(values, n)
+    assert_values_equal(normalized, codec.decode_batch(data, n))
+    assert codec.encode_batch(normalized, n) == data
+    from_values = SpaceBatch.from_values(codec, values, n)
+    assert from_values.data == data
+    assert from_values.nbytes == len(data)
+    from_bytes = SpaceBatch.from_bytes(codec, data, n)
+    assert_values_equal(from_bytes.values, normalized)
 
 
 @PROPERTY_SETTINGS
