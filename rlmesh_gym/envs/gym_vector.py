@@ -223,8 +223,8 @@ class GymVectorEnv(RuntimeEnv):
         a ``gymnasium.vector.AutoresetMode``; ``vectorization`` is ``"sync"`` or ``"async"``.
         ``vector_kwargs`` go to the vector env constructor, ``wrappers`` wrap each sub-env, and
         ``env_kwargs`` go to each sub-env's constructor. ``copy`` defaults to ``False`` (the
-        adapter encodes each observation batch at once, so gymnasium's defensive copy is wasted
-        work); pass ``vector_kwargs={"copy": True}`` if you also step :attr:`env` yourself and
+        adapter takes its own plain copy of each observation batch, cheaper than gymnasium's
+        deep copy); pass ``vector_kwargs={"copy": True}`` if you also step :attr:`env` yourself and
         keep its observations.
         """
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
@@ -501,7 +501,13 @@ class GymVectorEnv(RuntimeEnv):
         return self._lanes.reset(seed=seed, options=options)
 
     def _observation_batch(self, observation: Any) -> SpaceBatch:
-        return SpaceBatch.from_values(self._observation_codec, observation, self._num_envs)
+        """The step's observation batch, private to it: a vector env built with ``copy=False``
+        reuses one buffer, and a policy or hook may keep what it was given."""
+        codec = self._observation_codec
+        values = codec.normalize_batch(observation, self._num_envs)
+        if values is observation:  # not converted, so possibly the env's own buffer
+            values = values.copy()
+        return SpaceBatch.from_normalized(codec, values, self._num_envs)
 
     def _close_env(self, timeout: float) -> None:
         if isinstance(self._env, AsyncVectorEnv):

@@ -150,8 +150,8 @@ def _make_env(
             num_envs=num_envs,
             autoreset=autoreset,
             vectorization=vectorization,
-            # The adapter encodes each observation batch into bytes at once, so the vector env's
-            # defensive copy of it (copy=True, gymnasium's default) would be wasted work.
+            # The adapter takes its own plain copy of each observation batch, so the vector env's
+            # deep copy (copy=True, gymnasium's default) would be wasted work.
             vector_kwargs={"copy": False},
             **(env_kwargs or {}),
         )

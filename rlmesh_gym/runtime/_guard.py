@@ -31,6 +31,7 @@ its outcomes and makes the race deterministic:
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import math
 import types
@@ -69,7 +70,7 @@ def start(awaitable: object, what: str) -> Generator[Any, Any, Any]:
 
 def require_awaitable(awaitable: Any, what: str) -> Awaitable[Any]:
     """``awaitable`` itself, or ``ProtocolError`` if it cannot be awaited."""
-    if type(awaitable) is not types.CoroutineType and getattr(awaitable, "__await__", None) is None:
+    if type(awaitable) is not types.CoroutineType and not inspect.isawaitable(awaitable):
         raise ProtocolError(
             f"{what} must be a coroutine function (async def) or return an awaitable; "
             f"it returned {type(awaitable).__name__}"

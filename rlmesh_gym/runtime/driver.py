@@ -79,6 +79,7 @@ from rlmesh_gym.runtime.message_form import (
     MessageEnvPort,
     MessageModelPort,
     episode_metadata,
+    final_info_message,
     meta_map,
     step_message,
 )
@@ -147,10 +148,6 @@ def _codec_or_none(spec: spaces_pb2.SpaceSpec, name: str) -> SpaceCodec | None:
         return SpaceCodec(spec, name=name)
     except (CodecError, ValueError):
         return None
-
-
-def _final_info_message(episode: CompletedEpisode) -> spaces_pb2.MetaMap | None:
-    return meta_map(episode.final_info, "final_info")
 
 
 def _payload_size(batch: SpaceBatch | None) -> int:
@@ -397,7 +394,7 @@ class RuntimeDriver:
             prediction = await self._finish(
                 prediction, started_ns, self.spec.limits.model_predict_timeout, "model.predict", step
             )
-        if type(prediction) is not ModelActionBatch:
+        if type(prediction) is not ModelActionBatch and not isinstance(prediction, ModelActionBatch):
             raise ProtocolError(
                 f"model.predict_arrays returned {type(prediction).__name__}; expected ModelActionBatch"
             )
@@ -441,10 +438,11 @@ class RuntimeDriver:
                     state.step,
                     0,
                     stepped.rewards.tolist(),
-                    partial(step_message, stepped),
+                    None,
                     state.episode_ids(),
                     state.episode_record_ids(),
                     stepped,
+                    build=partial(step_message, stepped),
                 ),
             )
         if self._telemetry_on and self._window_ns is not None:
@@ -492,7 +490,7 @@ class RuntimeDriver:
             reset = await self._finish(
                 reset, started_ns, self.spec.limits.env_reset_timeout, "env.reset", step
             )
-        if type(reset) is not EnvResetBatch:
+        if type(reset) is not EnvResetBatch and not isinstance(reset, EnvResetBatch):
             raise ProtocolError(f"env.reset_arrays returned {type(reset).__name__}; expected EnvResetBatch")
         self._timing.reset.record(perf_counter_ns() - started_ns)
         if self._telemetry_on:
@@ -604,11 +602,20 @@ class RuntimeDriver:
                     LazyEpisodeCompletedEvent(
                         self._session_id,
                         self._route,
+                        episode.episode_id,
                         record.record_id if record is not None else "",
                         record.index if record is not None else 0,
+                        episode.env_index,
+                        episode.step_count,
+                        episode.cumulative_reward,
+                        episode.terminated,
+                        episode.truncated,
+                        episode.duration_ms,
+                        None,
+                        None,
                         episode,
-                        episode_metadata,
-                        _final_info_message,
+                        build_metadata=episode_metadata,
+                        build_final_info=final_info_message,
                     ),
                 )
 
@@ -632,12 +639,13 @@ class RuntimeDriver:
         hooks = self._hooks
         if hooks.listeners("transform_action"):
             await hooks.transform("transform_action", event)
+        sent = event.action  # what the transforms left; observers only look
         await hooks.fire("action_received", event)
-        if event.action is data:
+        if sent is data:
             return actions
-        if event.action is None:
+        if sent is None:
             return None
-        return SpaceBatch.from_bytes(self._action_codec, event.action, self.spec.num_envs)
+        return SpaceBatch.from_bytes(self._action_codec, sent, self.spec.num_envs)
 
     async def _emit_observation(
         self, state: RouteState, observation: SpaceBatch | None, phase: str, is_reset: bool
@@ -665,12 +673,13 @@ class RuntimeDriver:
         hooks = self._hooks
         if hooks.listeners("transform_observation"):
             await hooks.transform("transform_observation", event)
+        sent = event.observation  # what the transforms left; observers only look
         await hooks.fire("observation_emitted", event)
-        if event.observation is not data:
+        if sent is not data:
             observation = (
                 None
-                if event.observation is None
-                else SpaceBatch.from_bytes(self._observation_codec, event.observation, self.spec.num_envs)
+                if sent is None
+                else SpaceBatch.from_bytes(self._observation_codec, sent, self.spec.num_envs)
             )
         return observation, context
 

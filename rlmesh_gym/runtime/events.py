@@ -29,7 +29,7 @@ an instance of a private subclass of the documented class; its fields read the s
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
@@ -356,47 +356,40 @@ def _built_on_read(slot: Any, builder: str, argument: str | None = None) -> prop
     return property(read, write)
 
 
+def _as_public(event: Any, public: type) -> tuple[type, tuple[Any, ...]]:
+    """``__reduce__`` of a lazy event: the documented class with every field read (built)."""
+    return public, tuple(getattr(event, item.name) for item in fields(public))
+
+
 class LazyStepCompletedEvent(StepCompletedEvent):
-    """A :class:`StepCompletedEvent` whose ``response`` is built by ``build()`` on first read."""
+    """A :class:`StepCompletedEvent` whose ``response`` is built by ``build()`` on first read.
+
+    It takes the documented class's arguments plus ``build``; pickling or copying it gives a
+    plain :class:`StepCompletedEvent`.
+    """
 
     __slots__ = ("_build_response",)
 
     response = _built_on_read(StepCompletedEvent.response, "_build_response")  # type: ignore[assignment]
 
     def __init__(
-        self,
-        session_id: str,
-        route: RuntimeRouteContext,
-        episode_id: str,
-        episode_record_id: str,
-        step: int,
-        env_index: int,
-        rewards: list[float],
-        build: Callable[[], env_pb2.StepResponse],
-        episode_ids: list[str],
-        episode_record_ids: list[str],
-        result: EnvStepBatch,
+        self, *args: Any, build: Callable[[], env_pb2.StepResponse] | None = None, **kwargs: Any
     ) -> None:
-        StepCompletedEvent.__init__(
-            self,
-            session_id,
-            route,
-            episode_id,
-            episode_record_id,
-            step,
-            env_index,
-            rewards,
-            None,
-            episode_ids,
-            episode_record_ids,
-            result,
-        )
-        self._build_response = build
+        StepCompletedEvent.__init__(self, *args, **kwargs)
+        if build is not None:
+            self._build_response = build
+
+    def __reduce__(self) -> tuple[type, tuple[Any, ...]]:
+        return _as_public(self, StepCompletedEvent)
 
 
 class LazyEpisodeCompletedEvent(EpisodeCompletedEvent):
     """An :class:`EpisodeCompletedEvent` whose ``metadata`` and ``final_info`` are built from
-    ``episode`` on first read, by ``build_metadata(episode)`` and ``build_final_info(episode)``."""
+    ``episode`` on first read, by ``build_metadata(episode)`` and ``build_final_info(episode)``.
+
+    It takes the documented class's arguments plus the two builders; pickling or copying it
+    gives a plain :class:`EpisodeCompletedEvent`.
+    """
 
     __slots__ = ("_build_metadata", "_build_final_info")
 
@@ -405,33 +398,19 @@ class LazyEpisodeCompletedEvent(EpisodeCompletedEvent):
 
     def __init__(
         self,
-        session_id: str,
-        route: RuntimeRouteContext,
-        episode_record_id: str,
-        episode_index: int,
-        episode: CompletedEpisode,
-        build_metadata: Callable[[CompletedEpisode], env_pb2.EpisodeMetadata],
-        build_final_info: Callable[[CompletedEpisode], spaces_pb2.MetaMap | None],
+        *args: Any,
+        build_metadata: Callable[[CompletedEpisode], env_pb2.EpisodeMetadata] | None = None,
+        build_final_info: Callable[[CompletedEpisode], spaces_pb2.MetaMap | None] | None = None,
+        **kwargs: Any,
     ) -> None:
-        EpisodeCompletedEvent.__init__(
-            self,
-            session_id,
-            route,
-            episode.episode_id,
-            episode_record_id,
-            episode_index,
-            episode.env_index,
-            episode.step_count,
-            episode.cumulative_reward,
-            episode.terminated,
-            episode.truncated,
-            episode.duration_ms,
-            None,
-            None,
-            episode,
-        )
-        self._build_metadata = build_metadata
-        self._build_final_info = build_final_info
+        EpisodeCompletedEvent.__init__(self, *args, **kwargs)
+        if build_metadata is not None:
+            self._build_metadata = build_metadata
+        if build_final_info is not None:
+            self._build_final_info = build_final_info
+
+    def __reduce__(self) -> tuple[type, tuple[Any, ...]]:
+        return _as_public(self, EpisodeCompletedEvent)
 
 
 # They are the documented events to every reader (names, reprs, isinstance), built lazily.

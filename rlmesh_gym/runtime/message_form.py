@@ -5,7 +5,7 @@
   or a user calling ``env.step(request)`` gets exactly the bytes the array form describes, and
   by the driver's events when a hook reads a message).
 * Messages to array results: :func:`completed_episode`, :func:`reset_batch`,
-  :func:`step_batch`, and the two ports :class:`MessageEnvPort` / :class:`MessageModelPort`,
+  :class:`MessageStepBatch`, and the two ports :class:`MessageEnvPort` / :class:`MessageModelPort`,
   through which the driver drives a message-form env or model (a remote peer, or a user's own
   ``RuntimeEnv``/``RuntimeModel``) with the same loop as an in-process one.
 
@@ -47,10 +47,10 @@ __all__ = [
     "detached",
     "episode_metadata",
     "expect_result",
+    "final_info_message",
     "meta_map",
     "reset_batch",
     "reset_response",
-    "step_batch",
     "step_message",
     "step_response",
 ]
@@ -110,10 +110,18 @@ def episode_metadata(
     metadata.duration_ms = episode.duration_ms
     if episode.seed is not None:
         metadata.seed = episode.seed
-    final_info = meta_map(episode.final_info, "final_info")
+    final_info = final_info_message(episode)
     if final_info is not None:
         metadata.final_info.CopyFrom(final_info)
     return metadata
+
+
+def final_info_message(episode: CompletedEpisode) -> spaces_pb2.MetaMap | None:
+    """The ``MetaMap`` of ``episode.final_info``, converted once per episode."""
+    message = episode.final_info_message
+    if message is None and episode.final_info is not None:
+        message = episode.final_info_message = meta_map(episode.final_info, "final_info")
+    return message
 
 
 def reset_response(batch: EnvResetBatch) -> env_pb2.ResetResponse:
@@ -186,12 +194,6 @@ def reset_batch(response: env_pb2.ResetResponse, codec: SpaceCodec | None, rows:
         list(response.episode_ids),
         response.infos if response.HasField("infos") else None,
     )
-
-
-def step_batch(response: env_pb2.StepResponse, codec: SpaceCodec | None, rows: int) -> EnvStepBatch:
-    """The array form of a ``StepResponse`` (payload still bytes, decoded on first use; rewards
-    and masks converted on first read; :attr:`MessageStepBatch.response` keeps the message)."""
-    return MessageStepBatch(response, codec, rows)
 
 
 _UNREAD: Any = object()

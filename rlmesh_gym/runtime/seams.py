@@ -25,7 +25,7 @@ on each seam.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from rlmesh_gym.proto import core_pb2, env_pb2, model_pb2, spaces_pb2
@@ -146,6 +146,8 @@ class CompletedEpisode:
     duration_ms: int = 0
     seed: int | None = None
     final_info: Mapping[str, Any] | spaces_pb2.MetaMap | None = None
+    final_info_message: spaces_pb2.MetaMap | None = field(default=None, repr=False, compare=False)
+    """The ``MetaMap`` of ``final_info`` once something needed it (set by ``message_form``)."""
 
 
 @dataclass(slots=True)

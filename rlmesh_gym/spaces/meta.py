@@ -5,9 +5,9 @@ Conversion follows upstream rlmesh: each value is first normalized (``_asdict()`
 ``tolist()``, else ``item()``), so numpy arrays become nested lists and numpy scalars become
 Python scalars; an array's dtype and shape do not survive (the wire has no field for them).
 
-Numeric numpy arrays (bool, int, float) of 64 elements or more take a vectorised path that
-writes the same bytes as the element-by-element conversion (a 210x160x3 frame in a few
-milliseconds instead of about half a second), then parses them once.
+Numeric numpy arrays (bool, int, float up to 64 bits) of 64 elements or more take a vectorised
+path that writes the same bytes as the element-by-element conversion, then parses them once (a
+210x160x3 uint8 frame in about 20-40 ms on the development machine instead of about 0.5 s).
 
 Unlike upstream, nothing is lost silently: an int outside int64, a set, a custom object or a
 non-str dict key raises ``MetaConversionError`` naming the key path, e.g.
@@ -186,10 +186,11 @@ def _write_varints(out: np.ndarray, column: int, values: np.ndarray, lengths: np
 def array_meta_value_bytes(array: np.ndarray) -> bytes | None:
     """The serialized ``MetaValue`` of a numeric array, as the element-by-element conversion
     writes it (nested lists of ints, floats or bools), or ``None`` when that path must decide
-    (zero-size or 0-d arrays, other dtypes, uint64 values beyond int64: it raises for those).
+    (zero-size or 0-d arrays, other dtypes and wider than 64-bit ones, uint64 values beyond
+    int64: it raises for those).
     """
     kind = array.dtype.kind
-    if array.ndim == 0 or array.size == 0 or kind not in "biuf":
+    if array.ndim == 0 or array.size == 0 or kind not in "biuf" or array.dtype.itemsize > 8:
         return None
     flat = np.ascontiguousarray(array).reshape(-1)
     count = flat.size

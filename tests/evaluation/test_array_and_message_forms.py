@@ -18,6 +18,7 @@ from rlmesh_gym.evaluation import evaluate
 from rlmesh_gym.policies import RandomPolicy, TorchPolicy
 from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.runtime import RuntimeHooks
+from rlmesh_gym.runtime.events import EpisodeCompletedEvent, StepCompletedEvent
 
 MODES = ("next_step", "same_step", "disabled")
 
@@ -214,3 +215,92 @@ def test_array_path_and_message_seams_give_the_same_run(env_id, policy_factory, 
     assert {"episode_completed", "step_completed", "observation_emitted", "action_received"} <= kinds
     if env_id.startswith("rlmesh_eval_test"):
         assert any(success is not None for *_, success in array_run[0])  # final_info reached the records
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_mixed_forms_and_transform_hooks_give_the_same_run(mode):
+    class Transforms(RuntimeHooks):
+        """Rewrites every action and observation (bytes in, bytes out) and records them."""
+
+        async def transform_action(self, event):
+            return bytes(len(event.action))  # always action 0
+
+        async def transform_observation(self, event):
+            return event.observation[::-1][::-1]  # equal bytes, a new object
+
+    def run(env_form: str, model_form: str):
+        env = GymVectorEnv.make("CartPole-v1", num_envs=2, autoreset=mode)
+        model = RandomPolicy(1, env.contract)
+        log = EventLog()
+        try:
+            result = evaluate(
+                MessageOnlyEnv(env) if env_form == "message" else env,
+                MessageOnlyModel(model) if model_form == "message" else model,
+                episodes=4,
+                seed=3,
+                hooks=[Transforms(), log],
+                progress=False,
+            )
+        finally:
+            gymnasium.vector.VectorEnv.close(env.env)
+        return [(r.lane, r.seed, r.episode_return, r.length) for r in result.episodes], log.events
+
+    reference = run("array", "array")
+    assert len(reference[0]) == 4
+    for forms in (("array", "message"), ("message", "array"), ("message", "message")):
+        assert run(*forms) == reference, forms
+
+
+class Keeper(RuntimeHooks):
+    """Keeps every step and episode event to read them after the run."""
+
+    def __init__(self) -> None:
+        self.steps: list = []
+        self.episodes: list = []
+
+    async def step_completed(self, event) -> None:
+        self.steps.append(event)
+
+    async def episode_completed(self, event) -> None:
+        self.episodes.append(event)
+
+
+def test_events_read_after_the_run_hold_their_own_step():
+    import pickle
+
+    observations = []
+
+    def keep_inputs(batch):
+        observations.append(batch)
+        return (batch[:, 2] > 0).astype("int64")
+
+    keeper = Keeper()
+    evaluate("CartPole-v1", keep_inputs, episodes=2, num_envs=2, seed=0, hooks=[keeper], progress=False)
+    # Each predict got its own batch (the vector env reuses one buffer): no two are the same object
+    # and consecutive ones differ.
+    assert len({id(batch) for batch in observations}) == len(observations)
+    assert not any((a == b).all() for a, b in zip(observations, observations[1:], strict=False))
+    # A step event's response, first read after the run, is that step's observation.
+    for event, taken in zip(keeper.steps, observations[1:], strict=False):
+        assert event.response.observation.bytes.data == taken.tobytes()
+    # Stored events pickle and copy as the documented classes, fields and all.
+    step, episode = keeper.steps[-1], keeper.episodes[-1]
+    assert type(pickle.loads(pickle.dumps(step))) is StepCompletedEvent
+    assert type(pickle.loads(pickle.dumps(episode))) is EpisodeCompletedEvent
+    assert pickle.loads(pickle.dumps(step)).response == step.response
+    assert pickle.loads(pickle.dumps(episode)).metadata == episode.metadata
+
+
+def test_observer_hooks_do_not_change_what_is_sent():
+    class Meddler(RuntimeHooks):
+        async def action_received(self, event):
+            event.action = bytes(len(event.action))  # an observer; the step must not see this
+
+        async def observation_emitted(self, event):
+            event.observation = bytes(len(event.observation))
+
+    plain = evaluate("CartPole-v1", "random", episodes=3, num_envs=1, seed=4, progress=False)
+    meddled = evaluate(
+        "CartPole-v1", "random", episodes=3, num_envs=1, seed=4, hooks=[Meddler()], progress=False
+    )
+    assert [r.length for r in meddled.episodes] == [r.length for r in plain.episodes]

@@ -6,13 +6,13 @@ import numpy as np
 
 from rlmesh_gym.proto import env_pb2, spaces_pb2
 from rlmesh_gym.runtime.message_form import (
+    MessageStepBatch,
     completed_episode,
     detached,
     episode_metadata,
     meta_map,
     reset_batch,
     reset_response,
-    step_batch,
     step_response,
 )
 from rlmesh_gym.runtime.seams import CompletedEpisode, EnvResetBatch, EnvStepBatch
@@ -79,16 +79,16 @@ def test_step_response_is_the_field_by_field_message():
 
 def test_messages_and_arrays_round_trip():
     response = step_response(_step())
-    again = step_response(step_batch(response, CODEC, 2))
+    again = step_response(MessageStepBatch(response, CODEC, 2))
     assert again.SerializeToString(deterministic=True) == response.SerializeToString(deterministic=True)
-    batch = step_batch(response, CODEC, 2)
+    batch = MessageStepBatch(response, CODEC, 2)
     assert batch.observation.values.tolist() == [[1, 2], [3, 4]]
     assert batch.rewards.tolist() == [0.5, -1.0]
     assert batch.terminated.tolist() == [True, False] and batch.truncated.tolist() == [False, True]
     assert [completed_episode(episode_metadata(e)).seed for e in _episodes()] == [7, None]
     empty = env_pb2.StepResponse()
-    assert step_batch(empty, CODEC, 2).observation is None
-    assert step_response(step_batch(empty, CODEC, 2)) == empty
+    assert MessageStepBatch(empty, CODEC, 2).observation is None
+    assert step_response(MessageStepBatch(empty, CODEC, 2)) == empty
 
 
 def test_reset_round_trip_and_empty_infos():
@@ -106,3 +106,22 @@ def test_endpoint_telemetry_is_one_message_and_detached_copies_it():
     assert telemetry.stamp(9) is first and first.metrics[0].duration_ns == 9
     assert kept.metrics[0].duration_ns == 5 and kept.operation == "env.step"
     assert kept.metrics[0].name == "endpoint.total" and detached(None) is None
+
+
+def test_generator_based_coroutines_count_as_awaitable():
+    import types
+
+    import pytest
+
+    from rlmesh_gym.runtime._guard import require_awaitable
+    from rlmesh_gym.runtime.errors import ProtocolError
+
+    @types.coroutine
+    def legacy():
+        yield from ()
+        return 5
+
+    awaitable = legacy()
+    assert require_awaitable(awaitable, "env.step") is awaitable
+    with pytest.raises(ProtocolError, match="env.step must be a coroutine function"):
+        require_awaitable(object(), "env.step")

@@ -54,3 +54,13 @@ def test_arrays_the_fast_path_leaves_to_the_generic_one():
 def test_a_frame_round_trips_as_nested_lists():
     frame = np.random.default_rng(0).integers(0, 256, size=(21, 16, 3), dtype=np.uint8)
     assert from_meta_map(to_meta_map({"final_obs": frame}))["final_obs"] == frame.tolist()
+
+
+@pytest.mark.skipif(np.dtype(np.longdouble).itemsize <= 8, reason="long double is float64 on this platform")
+def test_wider_than_64_bit_floats_keep_the_element_by_element_path():
+    # numpy keeps long doubles as such in tolist(), so the generic path refuses them at any size.
+    for size in (3, 100):
+        array = np.linspace(0, 1, size, dtype=np.longdouble)
+        assert array_meta_value_bytes(array) is None
+        with pytest.raises(MetaConversionError, match=r"\[0\]: value of type longdouble is not supported"):
+            to_meta_value(array)
