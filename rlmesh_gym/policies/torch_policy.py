@@ -347,7 +347,7 @@ class TorchPolicy(PolicyModel[torch.Generator]):
     The policy is called once per predict with the observation batch: a tensor of shape
     ``(N, *shape)`` for Box (its dtype), Discrete (int64, shape ``(N,)``), MultiBinary (uint8)
     and MultiDiscrete (int64); a dict of such tensors for Dict; a tuple for Tuple; a tuple of
-    str for Text. In-process (:meth:`predict_arrays`) the tensors share memory with the env's
+    str for Text. In-process (:meth:`predict_arrays`) the tensors share memory with the step's
     observation batch, as ``torch.as_tensor`` would; from message bytes, batches up to 64 KiB
     are private copies and larger ones zero-copy views of the request bytes. Treat observation
     tensors as read-only.

@@ -11,10 +11,9 @@ neither side pays for a form it never reads::
     batch.data                                               # encoded now, once
 
 Values made with :meth:`from_values` are normalised as the wire would (``decode_batch`` of
-``encode_batch``): the same dtypes, shapes and errors, without the bytes. They may share memory
-with the producer's own buffers (a gymnasium vector env built with ``copy=False`` reuses its
-observation buffer), so a batch is valid until its producer's next call; read ``data`` to keep
-a copy beyond that.
+``encode_batch``): the same dtypes, shapes and errors, without the bytes; an ndarray already in
+that form is kept, not copied, so a producer that reuses its buffers copies before it hands a
+batch on (``GymVectorEnv`` does: each step's observation batch is its own).
 """
 
 from __future__ import annotations
