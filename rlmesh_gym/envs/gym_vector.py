@@ -1,8 +1,10 @@
 """A gymnasium vector env (or a single env) as a :class:`~rlmesh_gym.runtime.RuntimeEnv`.
 
-:class:`GymVectorEnv` speaks the env side of the rlmesh wire (wire.md §6.3 and §7): batched
-observation/action message bytes, per-lane episode ids, ``completed_episodes`` with full
-``EpisodeMetadata``, in all three gymnasium autoreset modes:
+:class:`GymVectorEnv` is the env side of the runtime in both forms of the seam: the array form
+(``reset_arrays``/``step_arrays``: numpy batches, per-lane episode ids, ``CompletedEpisode``
+records, infos as the env returned them; what the driver calls in-process) and, derived from it,
+the message form of the rlmesh wire (``reset``/``step``: message bytes, ``completed_episodes``
+with full ``EpisodeMetadata``; what a server calls), in all three gymnasium autoreset modes:
 
 =============  =============================================================================
 NEXT_STEP      The done step completes the episode and keeps its id; the lane's next step is

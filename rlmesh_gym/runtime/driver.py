@@ -15,6 +15,11 @@ Control flow, event order, ids, seeds, counters and error texts follow the seed
   aligned seeds), or the whole vector when every lane did; a completed episode that is not
   its lane's current one (interrupted earlier) resets nothing, and an ``env_index`` out of
   range is a :class:`~rlmesh_gym.runtime.errors.ProtocolError`.
+* **One loop on the array form** of the seams (:mod:`rlmesh_gym.runtime.seams`): in-process
+  peers are called as ``reset_arrays``/``step_arrays``/``predict_arrays``; message-form peers
+  through the ports of :mod:`rlmesh_gym.runtime.message_form`, which build upstream's requests
+  (with its ``timeout_ms``) and check the echoed context. No protobuf message is built on the
+  in-process path unless a hook reads one.
 * **Operations** (``env.reset``, ``env.step``, ``model.predict``) start eagerly in the
   driver's task and are raced against their limit and the cancellation token only if they
   suspend (:mod:`rlmesh_gym.runtime._guard`). Cancellation wins a tie with completion; a
