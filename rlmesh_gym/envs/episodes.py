@@ -1,4 +1,6 @@
-"""Per-lane episode ids and ``EpisodeMetadata`` book-keeping of a vector env (wire.md §7).
+"""Per-lane episode ids and ``EpisodeMetadata`` book-keeping of a vector env.
+
+Semantics: docs/envs.md, "Autoreset, mapped".
 
 The env side owns episode ids: a fresh UUIDv4 per lane at every reset and at every autoreset
 roll. :class:`LaneEpisodes` keeps, for each lane, the current id, the seed it was reset with,
@@ -178,7 +180,7 @@ class LaneEpisodes:
         second part (whose ``final_info`` the caller fills).
 
         Raises ``ValueError`` (and changes nothing) when a NEXT_STEP lane that is waiting for its
-        autoreset reports done. A reward on that reset step is not counted (wire.md §7.2); a
+        autoreset reports done. A reward on that reset step is not counted (docs/envs.md); a
         non-zero one (e.g. from a vector reward wrapper that shifts every reward) gets one
         ``RuntimeWarning`` per instance.
 

@@ -6,8 +6,9 @@
                               num_envs=env.num_envs, max_episodes=10)
     report = asyncio.run(RuntimeDriver(spec, env, model, hooks=[MyHooks()]).run())
 
-Control flow, event order, ids, seeds, counters and error texts follow the seed
-(runtime.md §1 and §7). What this port adds or decides where the seed is silent:
+Control flow, event order, ids, seeds, counters and error texts follow upstream rlmesh-runtime
+0.1.0-rc.1 (docs/design/runtime.md#event-order and #normal-end-and-failure). What this port
+adds or decides where upstream is silent:
 
 * **Validation** accepts SAME_STEP and vectorised DISABLED/UNSPECIFIED (see
   :mod:`rlmesh_gym.runtime.spec`). SAME_STEP runs on the observational path like NEXT_STEP;
@@ -35,7 +36,7 @@ Control flow, event order, ids, seeds, counters and error texts follow the seed
   :class:`~rlmesh_gym.runtime.errors.ProtocolError`.
 * :meth:`RuntimeDriver.request_stop` ends the run the **normal** way (final window,
   summary, close, ``session_ended`` with the given reason, a report) after the current step's
-  completions; the seed can only end normally through ``max_episodes``.
+  completions; upstream can only end normally through ``max_episodes``.
 * If the task running the driver is itself cancelled, the failure shutdown (close both
   endpoints, ``session_failed``) still runs before the ``CancelledError`` propagates;
   ``session_failed`` fires even if a second cancellation cuts the closes short.
@@ -691,7 +692,7 @@ class RuntimeDriver:
     # -- endings ------------------------------------------------------------------------------
 
     async def _end(self, state: RouteState, reason: str) -> RuntimeReport:
-        """The normal end (runtime.md §7.4)."""
+        """The normal end (docs/design/runtime.md#normal-end-and-failure)."""
         hooks = self._hooks
         timing = self._timing
         if self._telemetry_on:
@@ -716,7 +717,9 @@ class RuntimeDriver:
         )
 
     async def _shutdown_after_failure(self, state: RouteState, error: BaseException) -> None:
-        """The failure path (runtime.md §7.3): close, then ``session_failed`` exactly once.
+        """The failure path: close, then ``session_failed`` exactly once.
+
+        See docs/design/runtime.md#normal-end-and-failure.
 
         If the task is cancelled (again) during the closes, ``session_failed`` still fires,
         then that cancellation propagates.

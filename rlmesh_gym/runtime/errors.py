@@ -1,7 +1,8 @@
-"""The runtime error hierarchy, one class per variant of the seed's ``RuntimeError``.
+"""The runtime error hierarchy, one class per variant of upstream rlmesh-runtime's ``RuntimeError``.
 
 The base class is :class:`RuntimeDriverError` (never shadow the builtin ``RuntimeError``).
-Every message is the seed's display text, so logs read the same as upstream's. Errors that
+Every message is upstream's display text, so logs read the same on both sides
+(docs/design/runtime.md#errors). Errors that
 wrap an underlying exception (:class:`EnvRpcError`, :class:`ModelRpcError`) keep it as
 ``__cause__``.
 """

@@ -1,16 +1,18 @@
-"""Runtime telemetry: phase timers, telemetry windows and the session summary (runtime.md §4.4-4.6).
+"""Runtime telemetry: phase timers, telemetry windows and the session summary.
+
+Semantics: docs/design/runtime.md#telemetry-statistics.
 
 Three sources feed it: one *step sample* per driver step (model wait, env step, request and
 response bytes), the endpoints' ``OperationTelemetry`` (durations become timing samples,
 byte counts and numbers become metric samples), and three *phase timers* (reset, model wait,
 env step) that only feed the ``runtime timing summary`` log line.
 
-Statistics follow the seed: percentiles pick index ``ceil((n - 1) * p)`` of the sorted
-samples; whole-session series and every metric series are bounded reservoirs (capacity 8192,
-Vitter's Algorithm R, each with its own xorshift64* generator seeded ``0x9E3779B97F4A7C15``),
-so percentiles match upstream's past 8192 samples. Durations are kept as integer nanoseconds;
-averages are computed from their exact sum (upstream sums float milliseconds, which can
-differ in the last bit).
+Statistics follow upstream rlmesh-runtime 0.1.0-rc.1: percentiles pick index
+``ceil((n - 1) * p)`` of the sorted samples; whole-session series and every metric series are
+bounded reservoirs (capacity 8192, Vitter's Algorithm R, each with its own xorshift64* generator
+seeded ``0x9E3779B97F4A7C15``), so percentiles match upstream's past 8192 samples. Durations
+are kept as integer nanoseconds; averages are computed from their exact sum (upstream sums float
+milliseconds, which can differ in the last bit).
 
 The step-fed whole-session series (model wait, env step, round trip and the two
 ``rpc.total`` timing keys) all receive one push per step, so their reservoirs draw the same
@@ -55,7 +57,10 @@ TimingKey = tuple[str, str, str]
 
 
 class XorShift64Star:
-    """The reservoirs' generator: xorshift64* with shifts 12/25/27 (runtime.md §4.6)."""
+    """The reservoirs' generator: xorshift64* with shifts 12/25/27.
+
+    See docs/design/runtime.md#telemetry-statistics.
+    """
 
     __slots__ = ("state",)
 

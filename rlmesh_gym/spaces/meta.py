@@ -1,4 +1,6 @@
-"""Python info/metadata objects <-> rlmesh ``MetaMap`` / ``MetaValue`` messages (wire.md §4).
+"""Python info/metadata objects <-> rlmesh ``MetaMap`` / ``MetaValue`` messages.
+
+Format and rules: docs/spaces.md, "Infos and metadata".
 
 Used for env metadata, reset/step ``infos``, reset ``options`` and episode ``final_info``.
 Conversion follows upstream rlmesh: each value is first normalized (``_asdict()``, else
