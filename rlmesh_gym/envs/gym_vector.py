@@ -180,7 +180,6 @@ class GymVectorEnv(RuntimeEnv):
             mode_name=self._mode.name,
             env_name=type(env.unwrapped).__name__,
         )
-        self._same_action_codec: SpaceCodec | None = None  # a policy's own codec of the action space
         self._step_telemetry = EndpointTelemetry("env.step")
         self._reset_telemetry = EndpointTelemetry("env.reset")
         self._no_lanes = bytes(num_envs)  # a mask with no lane set
@@ -591,10 +590,7 @@ class GymVectorEnv(RuntimeEnv):
         try:
             if actions is None:
                 values = codec.decode_batch(b"", n)
-            elif actions.codec is codec or actions.codec is self._same_action_codec:
-                values = actions.values
-            elif actions.codec is not None and actions.codec.spec == codec.spec and actions.rows == n:
-                self._same_action_codec = actions.codec  # another codec of the same space
+            elif actions.rows == n and codec.same_space(actions.codec):
                 values = actions.values
             else:
                 values = codec.decode_batch(actions.data, n)

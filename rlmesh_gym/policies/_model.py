@@ -89,7 +89,6 @@ class PolicyModel(ABC, Generic[RngT]):
         self._spaces: PolicySpaces | None = None
         self._rng_factory = rng_factory
         self._route_rngs: dict[tuple[str, str], RngT] = {}
-        self._same_observation_codec: SpaceCodec | None = None
         self._telemetry = EndpointTelemetry("model.predict")
         if contract_or_spaces is not None:
             self.bind(contract_or_spaces)
@@ -195,17 +194,12 @@ class PolicyModel(ABC, Generic[RngT]):
         """The decoded observation batch of ``rows`` lanes, or a ModelRpcError saying why not."""
         if observation is None:
             return self._decode_observation(b"", rows)
-        codec = observation.codec
         if (
             observation.has_values
             and observation.rows == rows
-            and (codec is self._observation_codec or codec is self._same_observation_codec)
+            and self._observation_codec.same_space(observation.codec)
         ):
             return observation.values
-        if observation.has_values and codec is not None and observation.rows == rows:
-            if codec.spec == self._observation_codec.spec:
-                self._same_observation_codec = codec  # an env's own codec of the same space
-                return observation.values
         return self._decode_observation(observation.data, rows)
 
     def _rows(self, context: ArrayPredictContext) -> int:

@@ -102,6 +102,7 @@ class SpaceCodec:
         "_arm",
         "_batches",
         "_shapes",
+        "_same_as",
     )
 
     def __init__(self, spec: spaces_pb2.SpaceSpec, *, name: str = "value") -> None:
@@ -128,6 +129,7 @@ class SpaceCodec:
         self._plain = True
         self._batches: dict[int, tuple[tuple[int, ...], int]] = {}
         self._shapes: dict[int, tuple[int, ...]] = {}
+        self._same_as: SpaceCodec | None = None
         if self._raw:
             self._compile_raw(spec)
         elif kind == "dict":
@@ -187,6 +189,18 @@ class SpaceCodec:
         # the wire's little-endian dtype is native, i.e. not a big-endian host).
         self._plain = not (self._bf16 or self._binary or not wire.isnative)
         self.lane_nbytes = int(np.prod(shape, dtype=np.int64)) * wire.itemsize
+
+    def same_space(self, other: SpaceCodec | None) -> bool:
+        """Whether ``other`` is a codec of the same space (its values are this codec's values).
+
+        The last codec found equal is remembered: adapters ask once per step.
+        """
+        if other is self or other is self._same_as:
+            return True
+        if other is None or other.spec != self.spec:
+            return False
+        self._same_as = other
+        return True
 
     def __repr__(self) -> str:
         if self._raw:

@@ -45,3 +45,11 @@ def test_bad_bytes_fail_when_the_values_are_read():
     batch = SpaceBatch.from_bytes(codec, b"\x01\x02", 2)
     with pytest.raises(CodecError, match="action"):
         _ = batch.values
+
+
+def test_codecs_of_the_same_space_are_recognised():
+    codec = SpaceCodec(space_spec(gym.spaces.Discrete(4)), name="action")
+    twin = SpaceCodec(space_spec(gym.spaces.Discrete(4)), name="other")
+    other = SpaceCodec(space_spec(gym.spaces.Discrete(5)), name="action")
+    assert codec.same_space(codec) and codec.same_space(twin) and codec.same_space(twin)
+    assert not codec.same_space(other) and not codec.same_space(None)
