@@ -52,7 +52,7 @@ class EpisodeRecord:
             episode.terminated,
             episode.truncated,
             episode.duration_ms,
-            None if episode.final_info is None else _success(episode.final_info),
+            _success(episode.final_info),
             episode.start_timestamp_ns,
             episode.end_timestamp_ns,
         )
@@ -64,12 +64,15 @@ class EpisodeRecord:
 
 def _success(final_info: Mapping[str, Any] | spaces_pb2.MetaMap | None) -> bool | None:
     """``final_info["is_success"]`` as it reads after the wire (``None`` when absent)."""
-    if final_info is None or "is_success" not in (
-        final_info.entries if isinstance(final_info, spaces_pb2.MetaMap) else final_info
-    ):
+    if final_info is None:
         return None
-    if not isinstance(final_info, spaces_pb2.MetaMap):
+    if isinstance(final_info, spaces_pb2.MetaMap):
+        if "is_success" not in final_info.entries:
+            return None
+    elif "is_success" in final_info:
         # Only this key crosses, so in-process and served envs read the same value.
         final_info = to_meta_map({"is_success": final_info["is_success"]}, name="final_info")
+    else:
+        return None
     value = from_meta_map(final_info).get("is_success")
     return None if value is None else bool(value)

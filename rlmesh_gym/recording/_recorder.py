@@ -241,11 +241,10 @@ class EpisodeRecorder(RuntimeHooks):
             self._write_steps(lane, self._count - 1, final=True)
             self._trim()
         episode = getattr(event, "episode", None)
-        metadata = getattr(event, "metadata", None) if episode is None else None
         if episode is not None:  # the array form: final_info is not converted to a MetaMap
             record = EpisodeRecord.from_episode(episode)
-        elif metadata is not None:
-            record = EpisodeRecord.from_metadata(metadata)
+        elif getattr(event, "metadata", None) is not None:
+            record = EpisodeRecord.from_metadata(event.metadata)
         else:
             record = _record_from_event(event)
         self._write({"kind": "episode", "lane": lane, "episode_id": episode_id, "record": record.to_dict()})
