@@ -335,8 +335,9 @@ class _Fleet:
                     server, evaluation = tasks[task]
                     outcome = _outcome_of(task, server, evaluation)
                     outcomes[task] = outcome
-                    survivable = self.reassign and _is_server_failure(outcome.error)
-                    if outcome.error is not None and not survivable:
+                    if outcome.error is not None and not (
+                        self.reassign and _is_server_failure(outcome.error)
+                    ):
                         for other in pending:  # end the others after their current step
                             tasks[other][1].cancel()
         finally:
