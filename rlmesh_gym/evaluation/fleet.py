@@ -322,6 +322,8 @@ class _Fleet:
             await _close_models([model for _, _, model in evaluations], self.policy_address)
             raise
         self.running = [evaluation for _, evaluation, _ in evaluations]
+        if self.interrupted:  # Ctrl+C while connecting: the sessions end at their first step
+            self.cancel()
         tasks = {
             asyncio.ensure_future(evaluation.run(yield_to_loop=True)): (server, evaluation)
             for server, evaluation, _ in evaluations
