@@ -3,7 +3,8 @@ step-costly env, beside one in-process ``evaluate()`` of the same lanes per proc
 
 The env is CartPole whose every step also costs 2 ms: spinning the CPU (``--cost cpu``,
 default, env id ``CostlyCartPole-v0``: like a physics or driving simulator) or sleeping
-(``--cost sleep``, ``SleepyCartPole-v0``: like an env waiting on I/O or another process).
+(``--cost sleep``, ``SleepyCartPole-v0``: like an env waiting on I/O or another process); or
+highway-env's ``highway-fast-v0`` itself (``--cost highway``, needs ``pip install highway-env``).
 Every server has ``--lanes`` lanes; the in-process baseline is one ``evaluate()`` of
 ``--lanes`` lanes, i.e. the work of one server. Each lane contributes ``--episodes-per-lane``
 episodes of the random policy. Speed-up is fleet env-steps/s over the baseline's. CPU-bound
@@ -12,6 +13,7 @@ sleeping steps scale with the server count.
 
     python benchmarks/fleet_scaling.py                     # cpu, 2 lanes per server
     python benchmarks/fleet_scaling.py --cost sleep --servers 1 2 4 8
+    python benchmarks/fleet_scaling.py --cost highway --lanes 1 --episodes-per-lane 1
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import time
 
 import gymnasium
 
-ENV_IDS = {"cpu": "CostlyCartPole-v0", "sleep": "SleepyCartPole-v0"}
+ENV_IDS = {"cpu": "CostlyCartPole-v0", "sleep": "SleepyCartPole-v0", "highway": "highway-fast-v0"}
+# The module a serve-env process imports to find each env id (gymnasium's "module:id" form).
+ENV_MODULES = {"cpu": "fleet_scaling", "sleep": "fleet_scaling", "highway": "highway_env"}
 STEP_MS = 2.0
 
 
@@ -46,7 +50,7 @@ class CostlyCartPole(gymnasium.Wrapper):
 
 
 for _cost, _env_id in ENV_IDS.items():
-    if _env_id not in gymnasium.registry:
+    if _cost != "highway" and _env_id not in gymnasium.registry:
         gymnasium.register(_env_id, entry_point=CostlyCartPole, kwargs={"cost": _cost})
 
 
@@ -64,11 +68,18 @@ def main() -> None:
     parser.add_argument("--servers", type=int, nargs="+", default=[1, 2, 4], help="server counts to run")
     parser.add_argument("--lanes", type=int, default=2, help="lanes per server (and of the baseline)")
     parser.add_argument("--episodes-per-lane", type=int, default=12, help="episodes each lane contributes")
-    parser.add_argument("--cost", choices=("cpu", "sleep"), default="cpu", help="spin the CPU or sleep")
+    parser.add_argument(
+        "--cost", choices=tuple(ENV_IDS), default="cpu", help="spin the CPU, sleep, or highway-fast-v0"
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
     env_id = ENV_IDS[args.cost]
+    if args.cost == "highway":
+        try:
+            import highway_env  # noqa: F401 - registers highway-fast-v0
+        except ImportError:
+            raise SystemExit("--cost highway needs highway-env: pip install highway-env") from None
     here = os.path.dirname(os.path.abspath(__file__))
     # The servers import this module (as fleet_scaling) to find the env id.
     python_path = os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
@@ -84,7 +95,8 @@ def main() -> None:
     )
     base_rate = baseline.timings.env_steps_per_second
     cores = os.cpu_count()
-    print(f"{cores} CPU core(s); env step +{STEP_MS:g} ms ({args.cost}); {args.lanes} lane(s) per server")
+    cost = env_id if args.cost == "highway" else f"CartPole, step +{STEP_MS:g} ms ({args.cost})"
+    print(f"{cores} CPU core(s); {cost}; {args.lanes} lane(s) per server")
     print(f"{'setup':<22}{'env-steps':>10}{'env-steps/s':>13}{'speed-up':>10}")
     print(f"{'in-process evaluate':<22}{baseline.timings.env_steps:>10}{base_rate:>13,.0f}{1.0:>9.2f}x")
 
@@ -96,7 +108,7 @@ def main() -> None:
                     "-m",
                     "rlmesh_gym",
                     "serve-env",
-                    f"fleet_scaling:{env_id}",
+                    f"{ENV_MODULES[args.cost]}:{env_id}",
                     "--num-envs",
                     str(args.lanes),
                     "--autoreset",
