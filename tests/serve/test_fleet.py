@@ -232,3 +232,23 @@ def test_reassignment_completes_the_run_on_the_surviving_servers(doomed_fleet, t
     assert len({e.seed for e in result.episodes}) == 60
     loaded = load_recording(tmp_path / "run.rec")
     assert {e.episode_id for e in result.episodes} <= {e.episode_id for e in loaded.episodes}
+
+
+def test_one_model_server_serves_every_session_of_the_fleet(fleet):
+    import asyncio
+
+    from rlmesh_gym.evaluation import evaluate_fleet_async
+
+    model = Served("serve-policy", "random", "--seed", "5", "--address", "127.0.0.1:0")
+    try:
+        result = asyncio.run(
+            evaluate_fleet_async(fleet, policy_address=model.address(), episodes=9, seed=SEED, progress=False)
+        )
+    finally:
+        model.finish(signal.SIGTERM)
+    assert result.complete and result.policy.startswith("127.0.0.1:")
+    assert result.episodes_per_lane == result.quotas == (1, 1, 1, 2, 2, 2)
+    # Each session had its own route on the one model server; the env seeds are the fleet's.
+    assert [e.seed for e in result.episodes if e.server == fleet[1]] == [
+        seed for seed, _, _ in in_process_lanes(1, 1, 2)[0][:1]
+    ]
