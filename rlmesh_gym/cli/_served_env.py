@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-__all__ = ["add_served_env_arguments", "build_served_env"]
+__all__ = ["add_served_env_arguments", "build_served_env", "serves_single_env"]
 
 
 def add_served_env_arguments(parser: argparse.ArgumentParser) -> None:
