@@ -24,6 +24,7 @@ from typing import Any
 
 from rlmesh_gym.cli._env_arguments import add_autoreset_argument, add_vectorization_argument
 from rlmesh_gym.cli._report import report_error, report_warning
+from rlmesh_gym.cli._served_env import add_served_env_arguments, build_served_env
 
 __all__ = ["register", "run_remote_eval", "run_serve_env", "run_serve_policy"]
 
@@ -53,6 +54,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="build the env with render_mode='rgb_array' so Render returns PNGs",
     )
+    add_served_env_arguments(env)
     _add_endpoint_arguments(env, DEFAULT_ENV_ADDRESS)
     env.set_defaults(func=run_serve_env)
 
@@ -202,13 +204,7 @@ def run_serve_env(args: argparse.Namespace) -> int:
 
     try:
         extra = {"render_mode": "rgb_array"} if args.render else {}
-        env = _build_env(
-            args.env_id,
-            num_envs=args.num_envs,
-            autoreset=args.autoreset,
-            vectorization=args.vectorization,
-            **extra,
-        )
+        env = build_served_env(args, **extra)
     except ValueError as error:
         return report_error(str(error), 2)
     contract = env.contract

@@ -150,7 +150,7 @@ class _CappedEvaluationHooks(_EvaluationHooks):
             self._stop(_MAX_STEPS_REASON)
 
 
-class _Evaluation:
+class SessionEvaluation:
     """One prepared evaluation: a resolved env and model, the session spec and the hooks."""
 
     def __init__(
@@ -162,14 +162,17 @@ class _Evaluation:
         episodes: int,
         seed: int | None,
         hooks: Sequence[RuntimeHooks],
-        progress: bool,
+        progress: bool | EpisodeProgress,
         record: Any,
         limits: RuntimeLimits | None,
         session_id: str | None,
         route_id: str | None,
         max_steps: int | None = None,
         env_kwargs: dict[str, Any] | None = None,
+        quotas: tuple[int, ...] | None = None,
     ) -> None:
+        # ``progress`` may be a bar shared with other sessions (a fleet's), left open at the end;
+        # ``quotas`` replaces the even split of ``episodes`` (a fleet gives each server its share).
         self.resolved = resolved
         self.env_kwargs = env_kwargs
         self.model = model
@@ -184,7 +187,7 @@ class _Evaluation:
         default_session, default_route = default_ids(resolved.env_id, resolved.num_envs)
         self.session_id = session_id or default_session
         self.route_id = route_id or default_route
-        self.quotas = lane_quotas(episodes, resolved.num_envs)
+        self.quotas = lane_quotas(episodes, resolved.num_envs) if quotas is None else quotas
         self.token = CancellationToken()
         self.hooks: _EvaluationHooks | None = None
         self.driver: RuntimeDriver | None = None
@@ -192,6 +195,10 @@ class _Evaluation:
     def cancel(self) -> None:
         """Ask the running session to end after its current step (thread-safe)."""
         self.token.cancel()
+
+    def partial_result(self) -> EvalResult:
+        """The episodes counted so far as an incomplete result (for a run that ended abnormally)."""
+        return self._result(complete=False)
 
     def _result(self, *, complete: bool) -> EvalResult:
         hooks = self.hooks
@@ -239,7 +246,8 @@ class _Evaluation:
     async def run(self, yield_to_loop: bool = False) -> EvalResult:
         """Run the session; with ``yield_to_loop`` let other tasks run once per completed episode."""
         resolved = self.resolved
-        progress: EpisodeProgress | None = None
+        progress: EpisodeProgress | None = None  # this session's own bar, closed at the end
+        shared_progress: EpisodeProgress | None = None
         recorder: Any = None
         ran = False
         try:
@@ -255,14 +263,15 @@ class _Evaluation:
                     # A replay remakes the env with these; rendering is not part of the episode.
                     env_kwargs={k: v for k, v in (self.env_kwargs or {}).items() if k != "render_mode"},
                 )
-            if progress_wanted(self.show_progress):
+            if isinstance(self.show_progress, EpisodeProgress):
+                shared_progress = self.show_progress
+            elif progress_wanted(self.show_progress):
                 progress = EpisodeProgress(self.episodes, f"{resolved.env_id} x{resolved.num_envs}")
+            bar = progress if shared_progress is None else shared_progress
             if self.max_steps is None:
-                hooks = _EvaluationHooks(EpisodeQuotas(self.quotas), progress, yield_to_loop)
+                hooks = _EvaluationHooks(EpisodeQuotas(self.quotas), bar, yield_to_loop)
             else:
-                hooks = _CappedEvaluationHooks(
-                    EpisodeQuotas(self.quotas), progress, yield_to_loop, self.max_steps
-                )
+                hooks = _CappedEvaluationHooks(EpisodeQuotas(self.quotas), bar, yield_to_loop, self.max_steps)
             self.hooks = hooks
             all_hooks: list[RuntimeHooks] = [hooks]
             if recorder is not None:
@@ -377,6 +386,28 @@ def _describe_spaces(contract: Any) -> str:
     return f"observation space {observation}, action space {action}"
 
 
+def check_run_arguments(
+    episodes: Any, seed: Any, max_steps: Any, hooks: Any, limits: Any
+) -> tuple[RuntimeHooks, ...]:
+    """Check the arguments every evaluation takes; return ``hooks`` as a tuple."""
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
+        raise ValueError(f"seed must be None or an int in [0, 2**63), got {seed!r}")
+    if max_steps is not None and (
+        isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
+    ):
+        raise ValueError(f"max_steps must be None or an int >= 1 (vector steps), got {max_steps!r}")
+    if isinstance(hooks, RuntimeHooks):
+        hooks = (hooks,)
+    for hook in hooks:
+        if not isinstance(hook, RuntimeHooks):
+            raise TypeError(f"hooks must be RuntimeHooks instances, got {type(hook).__qualname__}")
+    if limits is not None and not isinstance(limits, RuntimeLimits):
+        raise TypeError(f"limits must be a RuntimeLimits, got {type(limits).__qualname__}")
+    return tuple(hooks)
+
+
 def _prepare(
     env: Any,
     policy: Any,
@@ -397,22 +428,8 @@ def _prepare(
     allow_pickle: bool,
     env_kwargs: dict[str, Any] | None,
     max_steps: int | None = None,
-) -> _Evaluation:
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
-        raise ValueError(f"seed must be None or an int in [0, 2**63), got {seed!r}")
-    if max_steps is not None and (
-        isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
-    ):
-        raise ValueError(f"max_steps must be None or an int >= 1 (vector steps), got {max_steps!r}")
-    if isinstance(hooks, RuntimeHooks):
-        hooks = (hooks,)
-    for hook in hooks:
-        if not isinstance(hook, RuntimeHooks):
-            raise TypeError(f"hooks must be RuntimeHooks instances, got {type(hook).__qualname__}")
-    if limits is not None and not isinstance(limits, RuntimeLimits):
-        raise TypeError(f"limits must be a RuntimeLimits, got {type(limits).__qualname__}")
+) -> SessionEvaluation:
+    hooks = check_run_arguments(episodes, seed, max_steps, hooks, limits)
     resolved = resolve_env(
         env, num_envs=num_envs, autoreset=autoreset, vectorization=vectorization, env_kwargs=env_kwargs
     )
@@ -425,7 +442,7 @@ def _prepare(
             deterministic=deterministic,
             allow_pickle=allow_pickle,
         )
-        return _Evaluation(
+        return SessionEvaluation(
             resolved,
             model,
             policy_name=describe_policy(policy),
@@ -445,6 +462,42 @@ def _prepare(
             timeout = (limits or RuntimeLimits()).service_close_timeout
             run_blocking(lambda: resolved.env.close(timeout), lambda: None)
         raise
+
+
+_SERVER_SET = ("num_envs", "autoreset", "vectorization", "env_kwargs", "route_id")
+_FLEET_PASSED = (
+    "episodes",
+    "seed",
+    "on_server_failure",
+    "hooks",
+    "progress",
+    "record",
+    "limits",
+    "session_id",
+    "device",
+    "deterministic",
+    "allow_pickle",
+    "max_steps",
+)
+
+
+def _fleet_options(arguments: dict[str, Any]) -> dict[str, Any]:
+    """The fleet's share of :func:`evaluate`'s arguments; ``ValueError`` for one the servers set."""
+    given = [name for name in _SERVER_SET if arguments[name] is not None]
+    if given:
+        raise ValueError(
+            f"{', '.join(given)} cannot be given for a fleet of env servers: each server sets its own "
+            "lanes, autoreset mode and env (see serve-env)"
+        )
+    return {name: arguments[name] for name in _FLEET_PASSED}
+
+
+def _check_not_fleet(on_server_failure: str) -> None:
+    if on_server_failure != "raise":
+        raise ValueError(
+            f"on_server_failure={on_server_failure!r} applies only to a fleet (a list of env server "
+            "addresses as env)"
+        )
 
 
 def evaluate(
@@ -467,6 +520,7 @@ def evaluate(
     allow_pickle: bool = False,
     env_kwargs: dict[str, Any] | None = None,
     max_steps: int | None = None,
+    on_server_failure: str = "raise",
 ) -> EvalResult:
     """Evaluate ``policy`` on ``env`` for ``episodes`` episodes and return an :class:`EvalResult`.
 
@@ -502,11 +556,23 @@ def evaluate(
     :class:`EvaluationError` (with ``.partial``) when the session fails or hits ``max_steps``, and
     ``KeyboardInterrupt`` after a clean shutdown on Ctrl+C.
 
+    A list of env server addresses (``["host1:50051", "host2:50051"]``) evaluates over that
+    fleet of rlmesh env servers at once, the episodes split over all their lanes: see
+    :func:`~rlmesh_gym.evaluation.evaluate_fleet` (which also takes a token and timeouts).
+    The servers set the lanes and autoreset mode, so ``num_envs``, ``autoreset``,
+    ``vectorization``, ``env_kwargs`` and ``route_id`` must be left unset;
+    ``on_server_failure`` (``"raise"`` or ``"reassign"``) applies to fleets only.
+
     >>> from rlmesh_gym.evaluation import evaluate
     >>> result = evaluate("CartPole-v1", "pretrained:cartpole", episodes=8, num_envs=4, progress=False)
     >>> result.mean_return
     500.0
     """
+    if isinstance(env, (list, tuple)):  # a fleet of env servers
+        from rlmesh_gym.evaluation.fleet import evaluate_fleet  # it builds on this module
+
+        return evaluate_fleet(env, policy, **_fleet_options(locals()))
+    _check_not_fleet(on_server_failure)
     evaluation = _prepare(
         env,
         policy,
@@ -550,6 +616,7 @@ async def evaluate_async(
     allow_pickle: bool = False,
     env_kwargs: dict[str, Any] | None = None,
     max_steps: int | None = None,
+    on_server_failure: str = "raise",
 ) -> EvalResult:
     """:func:`evaluate` as a coroutine, run on the caller's event loop.
 
@@ -558,6 +625,11 @@ async def evaluate_async(
     awaiting task takes effect within an episode; the env and model route are then closed and
     ``CancelledError`` propagates.
     """
+    if isinstance(env, (list, tuple)):  # a fleet of env servers
+        from rlmesh_gym.evaluation.fleet import evaluate_fleet_async  # it builds on this module
+
+        return await evaluate_fleet_async(env, policy, **_fleet_options(locals()))
+    _check_not_fleet(on_server_failure)
     evaluation = _prepare(
         env,
         policy,

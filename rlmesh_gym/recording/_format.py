@@ -19,6 +19,7 @@ __all__ = [
     "NDARRAY_EXT",
     "RecordingFormatError",
     "new_packer",
+    "new_unpacker",
     "read_records",
 ]
 
@@ -58,6 +59,17 @@ def new_packer() -> msgpack.Packer:
     return msgpack.Packer(default=_pack_default, use_bin_type=True)
 
 
+def new_unpacker(stream: BinaryIO) -> msgpack.Unpacker:
+    """An unpacker of ``stream`` that reads :data:`NDARRAY_EXT` back as numpy arrays."""
+    return msgpack.Unpacker(
+        stream,
+        raw=False,
+        ext_hook=_ext_hook,
+        strict_map_key=False,
+        max_buffer_size=_MAX_RECORD_BYTES,
+    )
+
+
 def _ext_hook(code: int, data: bytes) -> Any:
     if code != NDARRAY_EXT:
         raise RecordingFormatError(f"unknown msgpack ext type {code} (expected {NDARRAY_EXT}, a numpy array)")
@@ -82,13 +94,7 @@ def read_records(stream: BinaryIO, size: int) -> tuple[list[dict[str, Any]], int
     read, else a sentence saying where and why reading stopped (a record cut off at the end of
     the file, or damaged bytes). Records before that point are all returned.
     """
-    unpacker = msgpack.Unpacker(
-        stream,
-        raw=False,
-        ext_hook=_ext_hook,
-        strict_map_key=False,
-        max_buffer_size=_MAX_RECORD_BYTES,
-    )
+    unpacker = new_unpacker(stream)
     records: list[dict[str, Any]] = []
     good_offset = 0
     problem: str | None = None

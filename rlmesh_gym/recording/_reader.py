@@ -509,8 +509,12 @@ _SUMMARY_TYPES: dict[str, tuple[type, ...]] = {
     "success": (bool, type(None)),
     "start_timestamp_ns": (int,),
     "end_timestamp_ns": (int,),
+    "server": (str, type(None)),
+    "server_lane": (int, type(None)),
 }
-_OPTIONAL_SUMMARY_FIELDS = frozenset({"success", "start_timestamp_ns", "end_timestamp_ns"})
+_OPTIONAL_SUMMARY_FIELDS = frozenset(
+    {"success", "start_timestamp_ns", "end_timestamp_ns", "server", "server_lane"}
+)
 
 
 def _check_episode(record: dict[str, Any], num_envs: int) -> None:
