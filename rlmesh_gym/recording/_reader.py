@@ -77,7 +77,10 @@ class RecordedEpisode:
     MultiDiscrete spaces, a ``str`` array for Text, and a dict / tuple of those for Dict / Tuple.
     ``frames`` (``(F, H, W, 3)`` uint8, or ``None``) were rendered at steps ``frame_steps``.
     ``record`` is the env's summary; it is ``None`` for an episode still running when the
-    session ended or failed (then ``complete`` is false).
+    session ended or failed (then ``complete`` is false). ``counted`` says whether the
+    evaluation counted the episode (its ``EvalResult.episodes`` hold exactly the counted ones);
+    ``None`` when the writer did not know (a recorder outside ``evaluate``, a version-1 file, an
+    incomplete episode).
     """
 
     lane: int
@@ -91,6 +94,7 @@ class RecordedEpisode:
     truncated: np.ndarray
     frames: np.ndarray | None = None
     frame_steps: np.ndarray | None = None
+    counted: bool | None = None
 
     @property
     def complete(self) -> bool:
@@ -132,6 +136,7 @@ class RecordedEpisode:
                 "" if self.record is None else f"{self.record.terminated} / {self.record.truncated}",
             ),
             ("status", "complete" if self.complete else "incomplete (session ended mid-episode)"),
+            ("counted", "unknown" if self.counted is None else self.counted),
             ("recorded steps", len(self.steps)),
             ("observations", _describe(self.observations)),
             ("actions", _describe(self.actions)),
@@ -195,10 +200,11 @@ class Recording:
                 row = {name: None for name in EpisodeRecord.__dataclass_fields__}
                 row.update(lane=episode.lane, episode_id=episode.episode_id)
             row["complete"] = episode.complete
+            row["counted"] = episode.counted
             row["recorded_steps"] = len(episode.steps)
             row["frames"] = 0 if episode.frames is None else len(episode.frames)
             rows.append(row)
-        columns = [*EpisodeRecord.__dataclass_fields__, "complete", "recorded_steps", "frames"]
+        columns = [*EpisodeRecord.__dataclass_fields__, "complete", "counted", "recorded_steps", "frames"]
         return pd.DataFrame(rows, columns=columns)
 
     def steps_frame(self, episode: int | str | RecordedEpisode) -> pandas.DataFrame:
@@ -515,6 +521,8 @@ _OPTIONAL_SUMMARY_FIELDS = frozenset({"success", "start_timestamp_ns", "end_time
 
 def _check_episode(record: dict[str, Any], num_envs: int) -> None:
     _check_lane(record, num_envs)
+    if record.get("counted") not in (None, True, False):  # absent before format version 2
+        raise _MalformedRecord(f"counted must be a bool or nil, got {record['counted']!r}")
     summary = record.get("record")
     if not isinstance(summary, dict):
         raise _MalformedRecord(f"record must be a map of EpisodeRecord fields, got {_what(summary)}")
@@ -536,6 +544,7 @@ def _assemble(
     chunks: dict[str, list[dict[str, Any]]] = {}
     lanes: dict[str, int] = {}
     summaries: dict[str, EpisodeRecord] = {}
+    counted: dict[str, bool | None] = {}
     finished: list[str] = []
     sessions: list[dict[str, Any]] = []
     ends: list[dict[str, Any]] = []
@@ -551,13 +560,16 @@ def _assemble(
             # A newer writer may add summary fields: keep the ones this EpisodeRecord has.
             fields = {k: v for k, v in record["record"].items() if k in _RECORD_FIELDS}
             summaries[episode_id] = EpisodeRecord(**fields)
+            counted[episode_id] = record.get("counted")
             lanes.setdefault(episode_id, int(record["lane"]))
         elif kind == "session":
             sessions.append(record)
         elif kind == "end":
             ends.append(record)
         # Other kinds come from newer writers of the same format version: skipped.
-    episodes = [_episode(eid, lanes[eid], summaries[eid], chunks.get(eid, [])) for eid in finished]
+    episodes = [
+        _episode(eid, lanes[eid], summaries[eid], chunks.get(eid, []), counted[eid]) for eid in finished
+    ]
     incomplete = [
         _episode(eid, lanes[eid], None, parts) for eid, parts in chunks.items() if eid not in summaries
     ]
@@ -565,7 +577,11 @@ def _assemble(
 
 
 def _episode(
-    episode_id: str, lane: int, record: EpisodeRecord | None, parts: list[dict[str, Any]]
+    episode_id: str,
+    lane: int,
+    record: EpisodeRecord | None,
+    parts: list[dict[str, Any]],
+    counted: bool | None = None,
 ) -> RecordedEpisode:
     parts = sorted(parts, key=lambda part: part["chunk"])
     with_steps = [part for part in parts if part["actions"] is not None]
@@ -590,6 +606,7 @@ def _episode(
         truncated=joined("truncated", "bool"),
         frames=np.concatenate([part["frames"] for part in with_frames]) if with_frames else None,
         frame_steps=np.concatenate([part["frame_steps"] for part in with_frames]) if with_frames else None,
+        counted=counted,
     )
 
 
