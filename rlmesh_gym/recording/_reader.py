@@ -6,6 +6,7 @@ import html
 import math
 import os
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from rlmesh_gym.proto import env_pb2, spaces_pb2
 from rlmesh_gym.recording._format import FORMAT_NAME, FORMAT_VERSION, RecordingFormatError, read_records
 from rlmesh_gym.recording._lanes import concat_values, tuples_from_lists
 from rlmesh_gym.records import EpisodeRecord
+from rlmesh_gym.spaces.meta import from_meta_map
 
 if TYPE_CHECKING:
     import pandas
@@ -65,6 +67,17 @@ class RecordingHeader:
         lanes = self.options.get("lanes")
         return tuple(range(self.num_envs)) if lanes is None else tuple(lanes)
 
+    @property
+    def render_fps(self) -> float | None:
+        """The env's ``metadata["render_fps"]`` (steps per second of real time), or ``None``."""
+        try:
+            fps = from_meta_map(self.contract.metadata).get("render_fps")
+        except Exception:  # noqa: BLE001 - metadata a newer writer stores differently: no fps
+            return None
+        if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not 0 < fps < math.inf:
+            return None
+        return float(fps)
+
 
 @dataclass(eq=False, slots=True)
 class RecordedEpisode:
@@ -95,6 +108,9 @@ class RecordedEpisode:
     frames: np.ndarray | None = None
     frame_steps: np.ndarray | None = None
     counted: bool | None = None
+    # From the header: the env's render_fps and the recording's frame stride (for videos and playback).
+    render_fps: float | None = None
+    frame_stride: int = 1
 
     @property
     def complete(self) -> bool:
@@ -115,6 +131,27 @@ class RecordedEpisode:
     def length(self) -> int:
         """The env's step count of the episode (recorded steps when incomplete)."""
         return int(len(self.steps)) if self.record is None else self.record.length
+
+    @property
+    def frame_fps(self) -> float | None:
+        """Frames per second that play the frames in the env's real time (``render_fps / frame_stride``)."""
+        return None if self.render_fps is None else self.render_fps / self.frame_stride
+
+    def play(self, *, fps: float | None = None) -> Any:
+        """An interactive player of this episode for Jupyter (see :func:`rlmesh_gym.recording.play`)."""
+        from rlmesh_gym.recording._player import play
+
+        return play(self, fps=fps)
+
+    def to_video(self, path: str | os.PathLike[str], *, fps: float | None = None) -> str:
+        """Write the recorded frames to an MP4 or GIF file (by ``path``'s extension); return the path.
+
+        ``fps`` defaults to :attr:`frame_fps` (the env's real time), else 30. Needs the ``video``
+        extra (imageio). An episode without frames raises ``ValueError`` saying why.
+        """
+        from rlmesh_gym.recording._video import write_video
+
+        return write_video(self, path, fps=fps)
 
     def __repr__(self) -> str:
         status = "complete" if self.complete else "incomplete"
@@ -187,6 +224,39 @@ class Recording:
                 f"{len(self.episodes)} complete episode(s)"
             )
         return self.episodes[int(key)]
+
+    def play(
+        self,
+        *episodes: int | str | RecordedEpisode,
+        labels: Sequence[str] | None = None,
+        fps: float | None = None,
+    ) -> Any:
+        """An interactive player of episodes of this recording (default: the first), side by side.
+
+        Each key is an index, an episode id or an episode (see :meth:`episode`). Returns an
+        ``EpisodePlayer`` widget; see :func:`rlmesh_gym.recording.play`.
+        """
+        from rlmesh_gym.recording._player import play
+
+        chosen = [self.episode(key) for key in (episodes or (0,))]
+        return play(*chosen, labels=labels, fps=fps)
+
+    def to_html(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        episodes: Sequence[int | str] | None = None,
+        frames: bool = True,
+        title: str | None = None,
+    ) -> str:
+        """Write one self-contained HTML page (summary table, return histogram, episode player).
+
+        ``episodes`` limits the page to some complete episodes (indices or ids; default all);
+        ``frames=False`` leaves the frames out (a much smaller file). Returns the path written.
+        """
+        from rlmesh_gym.recording._html import write_html
+
+        return write_html(self, path, episodes=episodes, frames=frames, title=title)
 
     def to_pandas(self, *, include_incomplete: bool = False) -> pandas.DataFrame:
         """One row per episode: the summary fields, the recorded step and frame counts."""
@@ -573,6 +643,12 @@ def _assemble(
     incomplete = [
         _episode(eid, lanes[eid], None, parts) for eid, parts in chunks.items() if eid not in summaries
     ]
+    render_fps = header.render_fps
+    frame_stride = header.options.get("frame_stride")
+    for episode in (*episodes, *incomplete):
+        episode.render_fps = render_fps
+        if _is_int(frame_stride) and frame_stride >= 1:
+            episode.frame_stride = frame_stride
     return Recording(filename, header, episodes, incomplete, sessions, ends, partial)
 
 
