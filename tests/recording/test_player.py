@@ -74,7 +74,9 @@ def test_two_episodes_side_by_side_share_one_slider(cartpole_recording):
 
 def test_bad_inputs_to_the_player(cartpole_recording):
     recording = load_recording(cartpole_recording[0])
-    with pytest.raises(IndexError, match=f"episode index 99 out of range.*{len(recording.episodes)} complete"):
+    with pytest.raises(
+        IndexError, match=f"episode index 99 out of range.*{len(recording.episodes)} complete"
+    ):
         recording.play(99)
     with pytest.raises(IndexError, match="out of range"):
         recording.to_html("unused.html", episodes=[99])
@@ -158,7 +160,9 @@ def test_cli_episodes_html_writes_the_page(cartpole_recording, tmp_path, capsys)
     assert "cannot write" in capsys.readouterr().err
 
 
-def test_a_truncated_file_plays_what_is_readable_with_load_recordings_warning(cartpole_recording, tmp_path, capsys):
+def test_a_truncated_file_plays_what_is_readable_with_load_recordings_warning(
+    cartpole_recording, tmp_path, capsys
+):
     data = cartpole_recording[0].read_bytes()
     cut = tmp_path / "cut.rec"
     cut.write_bytes(data[: len(data) - 100])
