@@ -98,7 +98,19 @@ def _render(recording: Any, limit: int | None) -> str:
         lines.append("end         none recorded (the writer stopped before the session ended)")
     lines.append("")
     rows = [
-        ("#", "lane", "episode id", "seed", "return", "length", "term", "trunc", "counted", "steps", "frames"),
+        (
+            "#",
+            "lane",
+            "episode id",
+            "seed",
+            "return",
+            "length",
+            "term",
+            "trunc",
+            "counted",
+            "steps",
+            "frames",
+        ),
     ]
     shown = recording.episodes if limit is None else recording.episodes[:limit]
     for index, episode in enumerate(shown):

@@ -32,7 +32,7 @@ def test_moving_the_slider_puts_that_steps_values_in_the_widget_state(cartpole_r
     assert payload["steps"] == episode.steps.tolist()
     assert payload["rewards"] == episode.rewards.tolist()
     assert len(payload["frames"]) == len(episode.frames)
-    assert all(url.startswith("data:image/png;base64,") for url in payload["frames"])
+    assert all(url.startswith("data:image/jpeg;base64,") for url in payload["frames"])
     assert payload["observation"][0]["data"] == episode.observations.astype(np.float64).reshape(-1).tolist()
     assert state["fps"] == 50.0  # CartPole's render_fps
     assert state["step"] == 0

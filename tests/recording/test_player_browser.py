@@ -84,7 +84,7 @@ def test_the_exported_page_lists_episodes_and_plays_one(browser, cartpole_record
     assert browser.find_element("css selector", "#player").get_attribute("data-episode") == str(index)
     frame = browser.find_element("css selector", "#player [data-role=frame]")
     first_src = frame.get_attribute("src")
-    assert first_src.startswith("data:image/png;base64,")
+    assert first_src.startswith("data:image/jpeg;base64,")
     assert _text(browser, "#player [data-role=step]") == f"0 of {episode.length}"
     assert _text(browser, "#player [data-role=return]") == "1"
 
