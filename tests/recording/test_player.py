@@ -6,12 +6,15 @@ import json
 import re
 import warnings
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import traitlets
+from _recording_envs import SPACES, make_env, run_session
 
 from rlmesh_gym.cli import main
-from rlmesh_gym.recording import RecordingWarning, load_recording, play
+from rlmesh_gym.recording import EpisodeRecorder, RecordedEpisode, RecordingWarning, load_recording, play
+from rlmesh_gym.recording._player_data import episode_payload, leaf_value
 
 
 def _frames_episode(recording):
@@ -182,3 +185,55 @@ def test_a_truncated_file_plays_what_is_readable_with_load_recordings_warning(
         warnings.simplefilter("ignore")
         assert main(["episodes", str(cut), "--html", str(tmp_path / "cli-cut.html")]) == 0
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", [*SPACES, "image"])
+def test_every_space_kind_plays_and_its_data_is_json(kind, rec_path):
+    import base64
+    import io
+
+    from PIL import Image
+
+    space = gym.spaces.Box(0, 255, (16, 12, 3), np.uint8) if kind == "image" else SPACES[kind]
+    env, _ = make_env(space, num_envs=1, autoreset="disabled")
+    with EpisodeRecorder(rec_path, env.contract) as recorder:
+        run_session(env, [recorder], max_episodes=1, action_space=space)
+    episode = load_recording(rec_path).episode(0)
+    player = episode.play()
+    (payload,) = player.episodes
+    json.dumps(payload, allow_nan=False)  # what the widget sends must be plain JSON
+    row = len(episode.steps) - 1
+    player.step = row
+    (current,) = player.current
+    assert current["observation"] == leaf_value(episode.observations, row)
+    assert current["action"] == leaf_value(episode.actions, row)
+    leaves = {leaf["name"]: leaf for leaf in payload["observation"]}
+    if kind == "image":
+        (leaf,) = leaves.values()
+        assert leaf["kind"] == "image"
+        png = base64.b64decode(leaf["data"][row].split(",", 1)[1])
+        with Image.open(io.BytesIO(png)) as image:  # lossless: exactly what the policy saw
+            np.testing.assert_array_equal(np.asarray(image), episode.observations[row])
+    elif kind == "dict":
+        assert sorted(leaves) == ["id", "pos", "tag"] and leaves["tag"]["kind"] == "text"
+    elif kind == "nested":
+        assert sorted(leaves) == ["inner[0]", "inner[1]", "x"]
+
+
+def test_non_finite_values_reach_the_player_as_strings():
+    episode = RecordedEpisode(
+        lane=0,
+        episode_id="e",
+        record=None,
+        steps=np.arange(3),
+        observations=np.array([[np.nan], [np.inf], [-np.inf]], dtype=np.float32),
+        actions=np.array([0, 1, 0]),
+        rewards=np.array([1.0, np.nan, 2.0]),
+        terminated=np.zeros(3, bool),
+        truncated=np.zeros(3, bool),
+    )
+    payload = episode_payload(episode)
+    json.dumps(payload, allow_nan=False)
+    assert payload["rewards"] == [1.0, "NaN", 2.0]
+    assert payload["observation"][0]["data"] == ["NaN", "Infinity", "-Infinity"]
+    assert payload["frames"] is None and "incomplete" in payload["title"]
