@@ -457,6 +457,8 @@ def _prepare(
 
 
 def _frame_lanes(record: Any) -> tuple[int, ...]:
+    if record is None:
+        return ()
     from rlmesh_gym.recording import RecordingOptions
 
     return tuple(record.frame_lanes) if isinstance(record, RecordingOptions) else ()

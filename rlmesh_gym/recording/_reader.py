@@ -259,7 +259,7 @@ class Recording:
         return write_html(self, path, episodes=episodes, frames=frames, title=title)
 
     def to_pandas(self, *, include_incomplete: bool = False) -> pandas.DataFrame:
-        """One row per episode: the summary fields, the recorded step and frame counts."""
+        """One row per episode: summary fields, ``complete``, ``counted``, recorded step and frame counts."""
         pd = _pandas()
         episodes = [*self.episodes, *(self.incomplete_episodes if include_incomplete else ())]
         rows = []
@@ -275,7 +275,10 @@ class Recording:
             row["frames"] = 0 if episode.frames is None else len(episode.frames)
             rows.append(row)
         columns = [*EpisodeRecord.__dataclass_fields__, "complete", "counted", "recorded_steps", "frames"]
-        return pd.DataFrame(rows, columns=columns)
+        frame = pd.DataFrame(rows, columns=columns)
+        # Nullable: None where the writer did not know (a version-1 file, a recorder outside evaluate).
+        frame["counted"] = frame["counted"].astype("boolean")
+        return frame
 
     def steps_frame(self, episode: int | str | RecordedEpisode) -> pandas.DataFrame:
         """One row per recorded step of ``episode``: step, reward, flags, action and observation.
@@ -344,7 +347,18 @@ class Recording:
         )
         head = "".join(
             f"<th>{h}</th>"
-            for h in ("#", "lane", "episode id", "seed", "return", "length", "term", "trunc", "frames")
+            for h in (
+                "#",
+                "lane",
+                "episode id",
+                "seed",
+                "return",
+                "length",
+                "term",
+                "trunc",
+                "counted",
+                "frames",
+            )
         )
         rows = []
         for index, episode in enumerate(self.episodes[:_HTML_ROWS]):
@@ -358,6 +372,7 @@ class Recording:
                 episode.length,
                 record.terminated if record else "",
                 record.truncated if record else "",
+                "" if episode.counted is None else episode.counted,
                 0 if episode.frames is None else len(episode.frames),
             )
             rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
