@@ -18,13 +18,12 @@ import numpy as np
 
 from rlmesh_gym import __version__
 from rlmesh_gym.recording._player import player_css, player_script
-from rlmesh_gym.recording._player_data import episode_payload
+from rlmesh_gym.recording._player_data import DEFAULT_FPS, episode_payload
 from rlmesh_gym.recording._reader import Recording
 
 __all__ = ["write_html"]
 
 _HISTOGRAM_BINS = 20
-_DEFAULT_FPS = 30.0
 
 _PAGE_CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 20px auto; max-width: 1200px;
@@ -104,7 +103,7 @@ def _histogram_svg(returns: np.ndarray) -> str:
 
 def _render_fps(recording: Recording) -> float:
     fps = recording.header.render_fps
-    return fps if fps is not None else _DEFAULT_FPS
+    return fps if fps is not None else DEFAULT_FPS
 
 
 def write_html(

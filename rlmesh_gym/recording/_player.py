@@ -13,12 +13,10 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from rlmesh_gym.recording._player_data import check_episodes, episode_payload, step_values
+from rlmesh_gym.recording._player_data import DEFAULT_FPS, check_episodes, episode_payload, step_values
 from rlmesh_gym.recording._reader import RecordedEpisode
 
 __all__ = ["play", "player_css", "player_script"]  # and EpisodePlayer, built on first use
-
-_DEFAULT_FPS = 30.0
 
 
 @cache
@@ -67,6 +65,7 @@ def _anywidget() -> Any:
     return anywidget, traitlets
 
 
+@cache
 def _player_class() -> type:
     anywidget, traitlets = _anywidget()
 
@@ -78,7 +77,7 @@ def _player_class() -> type:
         episodes = traitlets.List().tag(sync=True)
         step = traitlets.Int(0).tag(sync=True)
         playing = traitlets.Bool(False).tag(sync=True)
-        fps = traitlets.Float(_DEFAULT_FPS).tag(sync=True)
+        fps = traitlets.Float(DEFAULT_FPS).tag(sync=True)
 
         def __init__(
             self, episodes: Sequence[RecordedEpisode], labels: Sequence[str] | None, fps: float
@@ -113,21 +112,11 @@ def _player_class() -> type:
     return EpisodePlayer
 
 
-_CLASS: type | None = None
-
-
-def _episode_player_class() -> type:
-    global _CLASS
-    if _CLASS is None:
-        _CLASS = _player_class()
-    return _CLASS
-
-
 def __getattr__(name: str) -> Any:
     # EpisodePlayer subclasses anywidget.AnyWidget, built on first use so that importing
     # rlmesh_gym.recording does not need (or load) the notebook extra.
     if name == "EpisodePlayer":
-        return _episode_player_class()
+        return _player_class()
     raise AttributeError(name)
 
 
@@ -154,7 +143,7 @@ def play(*episodes: RecordedEpisode, labels: Sequence[str] | None = None, fps: f
         if len(labels) != len(chosen):
             raise ValueError(f"play got {len(labels)} label(s) for {len(chosen)} episode(s)")
     if fps is None:
-        fps = next((e.render_fps for e in chosen if e.render_fps is not None), _DEFAULT_FPS)
+        fps = next((e.render_fps for e in chosen if e.render_fps is not None), DEFAULT_FPS)
     if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not fps > 0:
         raise ValueError(f"fps must be a number > 0, got {fps!r}")
-    return _episode_player_class()(chosen, labels, float(fps))
+    return _player_class()(chosen, labels, float(fps))

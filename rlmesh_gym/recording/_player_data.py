@@ -20,6 +20,7 @@ import numpy as np
 from rlmesh_gym.recording._reader import RecordedEpisode
 
 __all__ = [
+    "DEFAULT_FPS",
     "check_episodes",
     "episode_payload",
     "episode_title",
@@ -29,6 +30,8 @@ __all__ = [
     "step_values",
 ]
 
+# Steps (or frames) per second when the env does not give its render_fps.
+DEFAULT_FPS = 30.0
 # Numeric leaves with more values than this show only their first ones in a player panel.
 _SHOWN_VALUES = 64
 # A uint8 leaf of shape (H, W), (H, W, 1), (H, W, 3) or (H, W, 4), H and W at least this, is an image.

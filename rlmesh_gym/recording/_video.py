@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
+from rlmesh_gym.recording._player_data import DEFAULT_FPS
 from rlmesh_gym.recording._reader import RecordedEpisode
 
 __all__ = ["write_video"]
 
-_DEFAULT_FPS = 30.0
 _INSTALL_HINT = "pip install 'rlmesh-gym[video]'"
 
 
@@ -50,7 +50,7 @@ def write_video(episode: RecordedEpisode, path: str | os.PathLike[str], *, fps: 
             "video to write; record with RecordingOptions(frame_lanes=[...]) including this lane"
         )
     if fps is None:
-        fps = episode.frame_fps if episode.frame_fps is not None else _DEFAULT_FPS
+        fps = episode.frame_fps if episode.frame_fps is not None else DEFAULT_FPS
     if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not fps > 0:
         raise ValueError(f"fps must be a number > 0, got {fps!r}")
     iio = _imageio()
