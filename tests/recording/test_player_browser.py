@@ -128,3 +128,61 @@ def test_the_exported_page_lists_episodes_and_plays_one(browser, cartpole_record
     # Not blank: many colours (text, table, histogram bars, the frame) and a real spread of values.
     assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 50
     assert pixels.std() > 20
+
+
+def test_the_notebook_widget_renders_and_syncs_its_step(browser, cartpole_recording, tmp_path):
+    """The widget's own ES module (what anywidget loads in JupyterLab and Notebook), rendered
+    with a stand-in for anywidget's model: a slider move is saved to the model's ``step``, and
+    a ``step`` set from Python moves the slider."""
+    import base64
+    import json
+
+    from selenium.webdriver.common.keys import Keys
+
+    recording = load_recording(cartpole_recording[0])
+    index = next(i for i, e in enumerate(recording.episodes) if e.frames is not None)
+    episode = recording.episodes[index]
+    state = recording.play(index).get_state()
+    module = base64.b64encode(state["_esm"].encode()).decode()
+    synced = {name: state[name] for name in ("episodes", "step", "fps", "playing")}
+    page = tmp_path / "widget.html"
+    page.write_text(
+        f"""<!DOCTYPE html><html><head><meta charset="utf-8"><style>{state["_css"]}</style></head><body>
+<div id="widget"></div>
+<script type="application/json" id="state">{json.dumps(synced)}</script>
+<script type="module">
+const values = JSON.parse(document.getElementById("state").textContent);
+const listeners = {{}};
+window.saved = [];
+const model = {{
+  get: (name) => values[name],
+  set: (name, value) => {{ values[name] = value; }},
+  save_changes: () => window.saved.push({{ step: values.step, playing: values.playing }}),
+  on: (event, callback) => {{ (listeners[event] = listeners[event] || []).push(callback); }},
+  off: (event, callback) => {{ listeners[event] = (listeners[event] || []).filter((c) => c !== callback); }},
+}};
+window.pythonSetsStep = (step) => {{
+  values.step = step;
+  (listeners["change:step"] || []).forEach((c) => c());
+}};
+const widget = await import("data:text/javascript;base64,{module}");
+widget.default.render({{ model, el: document.getElementById("widget") }});
+window.rendered = true;
+</script></body></html>""",
+        encoding="utf-8",
+    )
+    browser.get(f"file://{page}")
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 10).until(lambda d: d.execute_script("return window.rendered === true"))
+    assert browser.find_element("css selector", "#widget [data-role=frame]").get_attribute("src")
+    slider = browser.find_element("css selector", "#widget [data-role=slider]")
+    slider.click()
+    slider.send_keys(Keys.HOME)
+    for _ in range(3):
+        slider.send_keys(Keys.ARROW_RIGHT)
+    assert browser.execute_script("return window.saved.at(-1)") == {"step": 3, "playing": False}
+    assert _text(browser, "#widget [data-role=step]") == f"3 of {episode.length}"
+    browser.execute_script("window.pythonSetsStep(7)")
+    assert slider.get_attribute("value") == "7"
+    assert _text(browser, "#widget [data-role=return]") == f"{episode.rewards[:8].sum():g}"
