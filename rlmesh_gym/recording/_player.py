@@ -109,6 +109,7 @@ def _player_class() -> type:
             observation and the step of the frame shown (one dict per episode, in panel order)."""
             return [step_values(episode, self.step) for episode in self._episodes]
 
+    EpisodePlayer.__qualname__ = "EpisodePlayer"  # defined in a function only to import anywidget late
     return EpisodePlayer
 
 
