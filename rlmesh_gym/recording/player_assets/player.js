@@ -216,7 +216,7 @@ function rlmeshMountPlayer(root, episodes, options) {
   speed.addEventListener("change", () => { if (timer) { setPlaying(false, false); setPlaying(true, false); } });
   root.tabIndex = 0;
   root.addEventListener("keydown", (event) => {
-    if (event.target === speed) return;
+    if (event.target === speed || event.target === playButton) return; // their own keys (space clicks the button)
     if (event.key === " ") { event.preventDefault(); setPlaying(!timer, true); }
     else if (event.key === "ArrowRight" && event.target !== slider) setStep(step + 1, true);
     else if (event.key === "ArrowLeft" && event.target !== slider) setStep(step - 1, true);
