@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from collections.abc import Sequence
 from time import perf_counter_ns
@@ -251,17 +252,25 @@ class SessionEvaluation:
         recorder: Any = None
         ran = False
         try:
+            quotas = EpisodeQuotas(self.quotas)
             if self.record is not None:
                 from rlmesh_gym.recording import EpisodeRecorder
 
+                frame_lanes = getattr(self.record, "frame_lanes", ())
+                render_frames = getattr(resolved.env, "render_frames", None)
+                if frame_lanes and render_frames is not None:
+                    render_frames = functools.partial(render_frames, lanes=frame_lanes)
                 recorder = EpisodeRecorder(
                     self.record,
                     resolved.env.contract,
                     env_id=resolved.env_id,
                     base_seed=self.seed,
-                    render_frames=getattr(resolved.env, "render_frames", None),
+                    # Only the frame lanes are rendered (where the env can render lanes one by one).
+                    render_frames=render_frames,
                     # A replay remakes the env with these; rendering is not part of the episode.
                     env_kwargs={k: v for k, v in (self.env_kwargs or {}).items() if k != "render_mode"},
+                    # _EvaluationHooks runs before the recorder, so the answer is final.
+                    counted=quotas.counted,
                 )
             if isinstance(self.show_progress, EpisodeProgress):
                 shared_progress = self.show_progress
@@ -269,9 +278,9 @@ class SessionEvaluation:
                 progress = EpisodeProgress(self.episodes, f"{resolved.env_id} x{resolved.num_envs}")
             bar = progress if shared_progress is None else shared_progress
             if self.max_steps is None:
-                hooks = _EvaluationHooks(EpisodeQuotas(self.quotas), bar, yield_to_loop)
+                hooks = _EvaluationHooks(quotas, bar, yield_to_loop)
             else:
-                hooks = _CappedEvaluationHooks(EpisodeQuotas(self.quotas), bar, yield_to_loop, self.max_steps)
+                hooks = _CappedEvaluationHooks(quotas, bar, yield_to_loop, self.max_steps)
             self.hooks = hooks
             all_hooks: list[RuntimeHooks] = [hooks]
             if recorder is not None:
@@ -430,10 +439,12 @@ def _prepare(
     max_steps: int | None = None,
 ) -> SessionEvaluation:
     hooks = check_run_arguments(episodes, seed, max_steps, hooks, limits)
+    env_kwargs = _frame_env_kwargs(env, record, env_kwargs)
     resolved = resolve_env(
         env, num_envs=num_envs, autoreset=autoreset, vectorization=vectorization, env_kwargs=env_kwargs
     )
     try:
+        _check_frame_render_mode(resolved, record)
         model = resolve_policy(
             policy,
             resolved.env.contract,
@@ -497,6 +508,44 @@ def _check_not_fleet(on_server_failure: str) -> None:
         raise ValueError(
             f"on_server_failure={on_server_failure!r} applies only to a fleet (a list of env server "
             "addresses as env)"
+        )
+
+
+def _frame_lanes(record: Any) -> tuple[int, ...]:
+    if record is None:
+        return ()
+    from rlmesh_gym.recording import RecordingOptions
+
+    return tuple(record.frame_lanes) if isinstance(record, RecordingOptions) else ()
+
+
+def _frame_env_kwargs(env: Any, record: Any, env_kwargs: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``env_kwargs`` with ``render_mode="rgb_array"`` when frames are recorded from an env id made here."""
+    frame_lanes = _frame_lanes(record)
+    if not frame_lanes or not isinstance(env, str):
+        return env_kwargs
+    kwargs = dict(env_kwargs or {})
+    mode = kwargs.setdefault("render_mode", "rgb_array")
+    if mode != "rgb_array":
+        raise ValueError(
+            f"RecordingOptions(frame_lanes={list(frame_lanes)}) records rgb_array frames, but env_kwargs "
+            f"has render_mode={mode!r}; leave render_mode out (evaluate then makes the env with "
+            "render_mode='rgb_array') or record without frame_lanes"
+        )
+    return kwargs
+
+
+def _check_frame_render_mode(resolved: ResolvedEnv, record: Any) -> None:
+    """A clear error when frames are asked of an env built without ``render_mode="rgb_array"``."""
+    frame_lanes = _frame_lanes(record)
+    if not frame_lanes or resolved.owned:
+        return
+    mode = resolved.env.contract.render_mode
+    if mode != "rgb_array":
+        raise ValueError(
+            f"RecordingOptions(frame_lanes={list(frame_lanes)}) records rgb_array frames, but the env "
+            f"passed in has render_mode={mode or None!r}; build it with render_mode='rgb_array', or pass "
+            "an env id (evaluate then sets render_mode itself)"
         )
 
 

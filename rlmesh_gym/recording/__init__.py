@@ -13,6 +13,7 @@ described in ``docs/recording.md``.
 
 from rlmesh_gym.recording._format import FORMAT_VERSION, RecordingFormatError
 from rlmesh_gym.recording._options import RecordingOptions
+from rlmesh_gym.recording._player import play
 from rlmesh_gym.recording._reader import (
     RecordedEpisode,
     Recording,
@@ -35,5 +36,6 @@ __all__ = [
     "ReplayDivergence",
     "ReplayResult",
     "load_recording",
+    "play",
     "replay_episode",
 ]

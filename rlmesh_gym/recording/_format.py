@@ -24,7 +24,8 @@ __all__ = [
 ]
 
 FORMAT_NAME = "rlmesh-gym-recording"
-FORMAT_VERSION = 1
+# 2: ``episode`` records carry ``counted`` (whether the evaluation counted the episode).
+FORMAT_VERSION = 2
 NDARRAY_EXT = 1
 
 # Numpy dtype kinds a recording may hold: bool, ints, floats, complex, fixed-width str/bytes.

@@ -94,6 +94,10 @@ class EpisodeRecorder(RuntimeHooks):
             **env_kwargs)``), stored so :func:`replay_episode` makes the same env. Values msgpack
             cannot encode are not stored: a ``RuntimeWarning`` says so, and a replay then needs
             ``env=``.
+        counted: called with a completed episode's id when its summary is written; its answer
+            is stored as the episode's ``counted`` flag (whether the evaluation counted it).
+            ``None`` stores no answer (``RecordedEpisode.counted`` is then ``None``). Hooks run
+            in order, so the hook that counts must come before the recorder.
 
     The header is written (and flushed) on construction, so a bad path fails here. Pass the
     recorder in a driver's hooks, and call :meth:`close` when the run is over.
@@ -113,6 +117,7 @@ class EpisodeRecorder(RuntimeHooks):
         base_seed: int | None = None,
         render_frames: Callable[[], Sequence[Any] | None] | None = None,
         env_kwargs: Mapping[str, Any] | None = None,
+        counted: Callable[[str], bool] | None = None,
     ) -> None:
         options = record if isinstance(record, RecordingOptions) else RecordingOptions(record)
         if not isinstance(contract, env_pb2.EnvContract):
@@ -136,6 +141,8 @@ class EpisodeRecorder(RuntimeHooks):
             )
         if render_frames is not None and not callable(render_frames):
             raise TypeError(f"EpisodeRecorder: render_frames must be callable, got {render_frames!r}")
+        if counted is not None and not callable(counted):
+            raise TypeError(f"EpisodeRecorder: counted must be callable or None, got {counted!r}")
         if base_seed is not None and (isinstance(base_seed, bool) or not isinstance(base_seed, int)):
             raise TypeError(f"EpisodeRecorder: base_seed must be an int or None, got {base_seed!r}")
         stored_kwargs, kwargs_note = _storable_kwargs(env_kwargs)
@@ -146,6 +153,7 @@ class EpisodeRecorder(RuntimeHooks):
         self._lanes = lanes
         self._frame_lanes = options.frame_lanes if render_frames is not None else ()
         self._render_frames = render_frames
+        self._counted = counted
         self._stride = options.step_stride
         self._actions = LaneValues(contract.action_space, num_envs, "action")
         self._observations = (
@@ -247,7 +255,16 @@ class EpisodeRecorder(RuntimeHooks):
             record = EpisodeRecord.from_metadata(event.metadata)
         else:
             record = _record_from_event(event)
-        self._write({"kind": "episode", "lane": lane, "episode_id": episode_id, "record": record.to_dict()})
+        counted = None if self._counted is None else bool(self._counted(episode_id))
+        self._write(
+            {
+                "kind": "episode",
+                "lane": lane,
+                "episode_id": episode_id,
+                "record": record.to_dict(),
+                "counted": counted,
+            }
+        )
         self._file.flush()
 
     async def session_started(self, event: SessionStartedEvent) -> None:
