@@ -1,4 +1,4 @@
-"""One lane's values out of batched message bytes, as numpy arrays (wire.md §2.3).
+"""One lane's values out of batched message bytes, as numpy arrays (docs/design/wire.md#message-bytes).
 
 For the raw kinds (Box, Discrete, MultiBinary, MultiDiscrete) a batch is N fixed-size lane
 slices back to back, so a lane's steps are its slices joined, which is itself a raw batch the

@@ -1,4 +1,6 @@
-"""Awaiting one env/model operation under a deadline and a cancellation token (runtime.md §7.1).
+"""Awaiting one env/model operation under a deadline and a cancellation token.
+
+The rules: docs/design/runtime.md#operations-and-their-limits.
 
 Upstream wraps each operation in ``select!(cancelled, timeout(limit, op))``. This port keeps
 its outcomes and makes the race deterministic:

@@ -1,4 +1,4 @@
-"""The runtime driver: one route's reset -> predict -> step loop (port of ``rlmesh-runtime`` rc.1).
+"""The runtime driver: one route's reset -> predict -> step loop (port of upstream rlmesh-runtime 0.1.0-rc.1).
 
 ::
 

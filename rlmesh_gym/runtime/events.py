@@ -1,9 +1,9 @@
 """The events the driver hands to :class:`~rlmesh_gym.runtime.hooks.RuntimeHooks`.
 
-Every event carries the seed's fields with the seed's meaning (runtime.md §4.2/§4.3).
+Every event carries upstream's fields with upstream's meaning (docs/design/runtime.md#events).
 Single-valued lane fields (``episode_id``, ``episode_record_id``, ``step``, ``env_index``)
-describe **lane 0**, as upstream. Extensions are added after the seed's fields, with
-defaults, and never change a seed field:
+describe **lane 0**, as upstream. Extensions are added after upstream's fields, with
+defaults, and never change an upstream field:
 
 * :class:`EpisodeCompletedEvent` ``.metadata``: the env's whole ``EpisodeMetadata`` (``seed``,
   timestamps included), and ``.episode``, the same in array form

@@ -99,7 +99,7 @@ HOOK_METHODS = (
     "session_failed",
     "log",
 )
-"""Every hook method name, in the seed's order."""
+"""Every hook method name, in upstream's order."""
 
 TRANSFORM_HOOKS = ("transform_action", "transform_observation")
 """The fatal hooks; the others are best-effort."""

@@ -1,6 +1,7 @@
 """Per-route state: lane slots, the episode record registry, counters and request ids.
 
-Faithful to the seed's ``state`` module (runtime.md §3):
+Faithful to upstream rlmesh-runtime 0.1.0-rc.1's ``state`` module
+(docs/design/runtime.md#route-state):
 
 * one slot per lane: ``env_index``, current episode (id, record id), ``step`` (driver steps
   since the lane's episode began) and ``reset`` (the lane's next observation is a fresh

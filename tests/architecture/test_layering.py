@@ -1,4 +1,4 @@
-"""Dependencies point one way (design.md §2): each layer imports only what lies below it."""
+"""Dependencies point one way (docs/design/layering.md#layers): each layer imports only what lies below it."""
 
 import subprocess
 import sys

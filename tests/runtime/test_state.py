@@ -1,4 +1,4 @@
-"""Route state: slots, the episode record registry, counters, request ids (runtime.md §3, §8.3/8.4)."""
+"""Route state: slots, the episode registry, counters, request ids (docs/design/runtime.md#route-state)."""
 
 from __future__ import annotations
 
