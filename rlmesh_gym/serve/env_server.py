@@ -19,9 +19,9 @@ Session rules (docs/design/wire.md#env-session, #env-requests): one ``Join`` str
 exactly one response each, echoing ``request_id``; errors travel in-band as ``EnvError`` and
 the stream stays open; a ``Close`` ends every running episode as truncated
 (``final_episodes``) and completes the stream. When a stream ends without ``Close`` (the
-client vanished) or is ended by the server (idle timeout, server stop), running episodes are ended the same way and discarded, so the
-next client starts clean. The env itself stays open between sessions; closing it is the
-owner's job.
+client vanished) or is ended by the server (idle timeout, server stop), running episodes are
+ended the same way and discarded, so the next client starts clean. The env itself stays open
+between sessions; closing it is the owner's job.
 
 A single reset seed for a vector env (what rlmesh's clients send for ``reset(seed=42)``) is
 expanded to ``seed, seed+1, ...``, the seeds gymnasium gives the lanes for an int seed.
