@@ -10,7 +10,7 @@ arrays, a Tuple a tuple of arrays, Text a numpy ``str`` array.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -43,6 +43,7 @@ class LaneValues:
         """
         if any(payload is None for payload in payloads):
             return None
+        payloads = cast("Sequence[bytes]", payloads)
         if self._raw:
             low = lane * self._size
             high = low + self._size

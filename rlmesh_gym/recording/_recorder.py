@@ -254,10 +254,9 @@ class EpisodeRecorder(RuntimeHooks):
         episode = getattr(event, "episode", None)
         if episode is not None:  # the array form: final_info is not converted to a MetaMap
             record = EpisodeRecord.from_episode(episode)
-        elif getattr(event, "metadata", None) is not None:
-            record = EpisodeRecord.from_metadata(event.metadata)
         else:
-            record = _record_from_event(event)
+            metadata = getattr(event, "metadata", None)
+            record = _record_from_event(event) if metadata is None else EpisodeRecord.from_metadata(metadata)
         self._write({"kind": "episode", "lane": lane, "episode_id": episode_id, "record": record.to_dict()})
         self._file.flush()
 

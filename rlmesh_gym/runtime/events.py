@@ -370,7 +370,7 @@ class LazyStepCompletedEvent(StepCompletedEvent):
 
     __slots__ = ("_build_response",)
 
-    response = _built_on_read(StepCompletedEvent.response, "_build_response")  # type: ignore[assignment]
+    response = _built_on_read(StepCompletedEvent.response, "_build_response")  # type: ignore[misc]
 
     def __init__(
         self, *args: Any, build: Callable[[], env_pb2.StepResponse] | None = None, **kwargs: Any
@@ -393,8 +393,8 @@ class LazyEpisodeCompletedEvent(EpisodeCompletedEvent):
 
     __slots__ = ("_build_metadata", "_build_final_info")
 
-    metadata = _built_on_read(EpisodeCompletedEvent.metadata, "_build_metadata", "episode")  # type: ignore[assignment]
-    final_info = _built_on_read(EpisodeCompletedEvent.final_info, "_build_final_info", "episode")  # type: ignore[assignment]
+    metadata = _built_on_read(EpisodeCompletedEvent.metadata, "_build_metadata", "episode")  # type: ignore[misc]
+    final_info = _built_on_read(EpisodeCompletedEvent.final_info, "_build_final_info", "episode")  # type: ignore[misc]
 
     def __init__(
         self,

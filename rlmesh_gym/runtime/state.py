@@ -282,9 +282,9 @@ class RouteState:
             return []  # the common step: every id known and unchanged, nothing to do
         ids = list(episode_ids)
         if len(ids) != self.num_envs:
-            record_ids, started = self.registry.ensure_for_slots(ids, True)
+            record_ids, started_now = self.registry.ensure_for_slots(ids, True)
             self._sync_slots(ids, record_ids, force_reset=False)
-            return started
+            return started_now
         # Full width: an unchanged id is already registered and its slot already synced, so
         # only the lanes that changed need the registry and a sync (same result, in lane order).
         started: list[StartedEpisode] = []
