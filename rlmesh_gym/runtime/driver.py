@@ -339,7 +339,7 @@ class RuntimeDriver:
         return self._seeds.seeds(generation, env_indices) if self._seeds is not None else []
 
     async def _run_loop(self, state: RouteState) -> RuntimeReport:
-        """The session, phase by phase, in the event order of docs/runtime.md."""
+        """The session, phase by phase, in the order of docs/design/runtime.md#event-order."""
         self._prepare()
         timing = RuntimeTiming(self._env_component_id, self._model_component_id, perf_counter_ns())
         self._timing = self._run_timing = timing
