@@ -178,7 +178,11 @@ async def _serve_until_stopped(server: Any, banner: str) -> None:
             await server.start()
         if server.exposure_warning:
             report_warning(server.exposure_warning)
-        print(f"rlmesh-gym: {banner} on {server.address}", flush=True)
+        try:
+            print(f"rlmesh-gym: {banner} on {server.address}", flush=True)
+        except BrokenPipeError:  # nobody reads the banner (`| head -0`): stop serving, quietly
+            await server.stop(grace=0)
+            raise
         stopped = asyncio.ensure_future(server.wait_closed())
         signalled = asyncio.ensure_future(stop.wait())
         await asyncio.wait({stopped, signalled}, return_when=asyncio.FIRST_COMPLETED)
@@ -269,6 +273,8 @@ def _run_server(serve: Any) -> int:
         asyncio.run(serve())
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader of the output went away; cli.main ends quietly
+        raise
     except OSError as error:  # includes RemoteConnectionError (--contract-from) and a taken port
         code = 2 if isinstance(error, RemoteConnectionError) else 1
         return report_error(str(error), code)

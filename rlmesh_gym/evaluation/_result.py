@@ -120,15 +120,18 @@ class EvalResult:
     not included. ``complete`` is ``False`` only for the partial result attached to an
     :class:`~rlmesh_gym.evaluation.EvaluationError`.
 
+    >>> from rlmesh_gym import evaluate
+    >>> result = evaluate("CartPole-v1", "random", episodes=4, num_envs=2, seed=0, progress=False)
+    >>> result.mean_return, round(result.std_return, 2)
+    (17.25, 4.6)
+    >>> result.to_pandas().groupby("lane").episode_return.mean().tolist()
+    [14.5, 20.0]
+
     A fleet evaluation (``evaluate([address, ...])``) numbers lanes fleet-wide, lists its
     servers in ``servers`` and, when a failed server's remaining episodes were moved to the
     others (``on_server_failure="reassign"``), how many in ``reassigned_episodes``; those
     episodes come from the survivors' lanes, so ``episodes_per_lane`` then differs from
     ``quotas``.
-
-    >>> result.mean_return, result.std_return           # doctest: +SKIP
-    (500.0, 0.0)
-    >>> result.to_pandas().groupby("lane").episode_return.mean()   # doctest: +SKIP
     """
 
     env_id: str

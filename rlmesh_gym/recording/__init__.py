@@ -1,10 +1,11 @@
 """Episode recording: a runtime hook that writes episodes to a msgpack file, and its reader.
 
+>>> from rlmesh_gym import evaluate
 >>> from rlmesh_gym.recording import RecordingOptions, load_recording, replay_episode
 >>> result = evaluate("CartPole-v1", "random", episodes=4, autoreset="disabled", seed=0,
-...                   record=RecordingOptions("run.rec", frame_lanes=[0]))   # doctest: +SKIP
->>> recording = load_recording("run.rec")                                     # doctest: +SKIP
->>> replay_episode(recording, 0).match                                        # doctest: +SKIP
+...                   progress=False, record=RecordingOptions("run.rec", lanes=[0]))
+>>> recording = load_recording("run.rec")
+>>> replay_episode(recording, 0).match
 True
 
 The file format, what a step record holds in each autoreset mode, and the options are

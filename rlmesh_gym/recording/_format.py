@@ -46,7 +46,7 @@ def _pack_default(value: Any) -> Any:
                 "fixed-width string dtype"
             )
         array = np.ascontiguousarray(value)
-        payload = msgpack.packb([array.dtype.str, list(array.shape), memoryview(array).cast("B")])
+        payload = msgpack.packb([array.dtype.str, list(array.shape), array.data.cast("B")])
         return msgpack.ExtType(NDARRAY_EXT, payload)
     if isinstance(value, np.generic):
         return value.item()

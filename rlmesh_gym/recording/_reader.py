@@ -8,7 +8,7 @@ import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -396,8 +396,14 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
             version than this rlmesh-gym reads.
 
     Example:
-        >>> recording = load_recording("run.rec")          # doctest: +SKIP
-        >>> recording.to_pandas()[["lane", "seed", "episode_return"]]   # doctest: +SKIP
+        >>> from rlmesh_gym import evaluate
+        >>> _ = evaluate("CartPole-v1", "random", episodes=2, num_envs=1, seed=0, autoreset="disabled",
+        ...              progress=False, record="run.rec")
+        >>> recording = load_recording("run.rec")
+        >>> recording.to_pandas()[["lane", "seed", "episode_return"]]
+           lane                 seed  episode_return
+        0     0  9116764537325399125            18.0
+        1     0  3862005244114359458            27.0
     """
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"load_recording: path must be a str or os.PathLike, got {path!r}")
@@ -505,7 +511,7 @@ def _valid_prefix(
     return records, None
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -103,9 +103,20 @@ class EpisodeRecorder(RuntimeHooks):
     recorder in a driver's hooks, and call :meth:`close` when the run is over.
 
     Example:
-        >>> recorder = EpisodeRecorder("run.rec", env.contract, base_seed=0)  # doctest: +SKIP
-        >>> await RuntimeDriver(spec, env, model, hooks=[recorder]).run()    # doctest: +SKIP
-        >>> recorder.close()                                                 # doctest: +SKIP
+        >>> import asyncio
+        >>> from rlmesh_gym.envs import GymVectorEnv
+        >>> from rlmesh_gym.policies import RandomPolicy
+        >>> from rlmesh_gym.recording import load_recording
+        >>> from rlmesh_gym.runtime import RuntimeDriver, RuntimeSessionSpec
+        >>> env = GymVectorEnv.make("CartPole-v1", num_envs=2)
+        >>> spec = RuntimeSessionSpec(session_id="s", route_id="r", env_contract=env.contract,
+        ...                           num_envs=2, base_seed=0, max_episodes=2)
+        >>> recorder = EpisodeRecorder("run.rec", env.contract, base_seed=0)
+        >>> model = RandomPolicy(0, env.contract)
+        >>> report = asyncio.run(RuntimeDriver(spec, env, model, hooks=[recorder]).run())
+        >>> recorder.close()
+        >>> len(load_recording("run.rec").episodes) == report.total_episodes
+        True
     """
 
     def __init__(
@@ -251,10 +262,9 @@ class EpisodeRecorder(RuntimeHooks):
         episode = getattr(event, "episode", None)
         if episode is not None:  # the array form: final_info is not converted to a MetaMap
             record = EpisodeRecord.from_episode(episode)
-        elif getattr(event, "metadata", None) is not None:
-            record = EpisodeRecord.from_metadata(event.metadata)
         else:
-            record = _record_from_event(event)
+            metadata = getattr(event, "metadata", None)
+            record = _record_from_event(event) if metadata is None else EpisodeRecord.from_metadata(metadata)
         counted = None if self._counted is None else bool(self._counted(episode_id))
         self._write(
             {
