@@ -51,7 +51,7 @@ from rlmesh_gym.serve._session import SessionGuard
 from rlmesh_gym.serve._telemetry import endpoint_telemetry
 from rlmesh_gym.serve.endpoint import DEFAULT_MAX_MESSAGE_BYTES
 from rlmesh_gym.serve.handshake import DEFAULT_EDITION_PIN, ENV_CAPABILITIES
-from rlmesh_gym.serve.png import encode_png, frame_to_hwc
+from rlmesh_gym.serve.png import png_of_frame
 
 __all__ = ["SESSION_BUSY_MESSAGE", "EnvServer"]
 
@@ -321,9 +321,9 @@ class EnvServer(ServerLifecycle):
             if inspect.isawaitable(frames):
                 frames = await frames
             frame = None if frames is None else frames[lane]
-            image = None if frame is None else frame_to_hwc(frame)
-            if image is not None:
-                response.render.png_frame = encode_png(image)
+            png = None if frame is None else png_of_frame(frame)
+            if png is not None:
+                response.render.png_frame = png
         except Exception as error:
             raise _RequestFailed(_INTERNAL, f"render failed: {type(error).__name__}: {error}") from error
         _check_deadline("env.render", request.timeout_ms, started)

@@ -211,7 +211,7 @@ def test_png_frames_round_trip(shape, color):
     np.testing.assert_array_equal(pixels, expected.astype(np.uint8))
 
 
-@pytest.mark.parametrize("shape", [(5,), (2, 5, 7), (5, 7, 2), (0, 7, 3), (1, 2, 3, 4)])
+@pytest.mark.parametrize("shape", [(5,), (2, 5, 7), (5, 7, 2), (5, 7, 1), (0, 7, 3), (1, 2, 3, 4)])
 def test_png_refuses_non_images(shape):
     with pytest.raises(ValueError, match="cannot encode a frame of shape"):
         encode_png(np.zeros(shape, np.uint8))
