@@ -88,7 +88,7 @@ def test_frames_of_every_size_and_channel_count_match_upstreams_server():
         b3_server.shutdown()
         b3_server.wait(10.0)
 
-    for case, value, got, expected in zip(cases, frames, ours, theirs, strict=True):
+    for case, got, expected in zip(cases, ours, theirs, strict=True):
         assert (got is None) == (expected is None), case
         if expected is not None:
             assert got.shape == expected.shape, case
