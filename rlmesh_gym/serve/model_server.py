@@ -210,7 +210,7 @@ class ModelServer(ServerLifecycle):
                     raise _RequestFailed(_INVALID_REQUEST, "; ".join(failures))
                 response.close.SetInParent()
             else:
-                raise _RequestFailed(_INVALID_REQUEST, "empty request")
+                raise _RequestFailed(_INVALID_REQUEST, "empty model request")
             problem = self._oversize_reply(response, operation)
             if problem is not None:
                 raise _RequestFailed(_INTERNAL, problem)
@@ -223,17 +223,26 @@ class ModelServer(ServerLifecycle):
         return response
 
     async def _configure_route(self, request: model_pb2.ConfigureRouteRequest, stream: int) -> None:
+        # Upstream's checks and texts, in upstream's order.
+        if not request.HasField("context"):
+            raise _RequestFailed(_INVALID_REQUEST, "configure_route missing route context")
         context = request.context
-        if not context.session_id or not context.route_id:
-            raise _RequestFailed(
-                _INVALID_REQUEST, "configure_route needs a context with a non-empty session_id and route_id"
-            )
-        if not request.HasField("env_contract") or request.env_contract.num_envs < 1:
-            raise _RequestFailed(_INVALID_REQUEST, "configure_route needs an env_contract with num_envs > 0")
+        if not context.route_id:
+            raise _RequestFailed(_INVALID_REQUEST, "configure_route route_id is empty")
+        if not context.session_id:
+            raise _RequestFailed(_INVALID_REQUEST, "configure_route missing session_id or route_id")
+        if not request.HasField("env_contract"):
+            raise _RequestFailed(_INVALID_REQUEST, "configure_route missing env_contract")
         contract = request.env_contract
+        if contract.num_envs < 1:
+            raise _RequestFailed(_INVALID_REQUEST, "configure_route env_contract.num_envs must be positive")
         for name in ("observation_space", "action_space"):
             if not contract.HasField(name):
-                raise _RequestFailed(_INVALID_REQUEST, f"configure_route: env_contract has no {name}")
+                # Deliberate difference: upstream stores such a route; our models need both spaces.
+                raise _RequestFailed(
+                    _INVALID_REQUEST,
+                    f"configure_route env_contract has no {name} (a model needs both spaces to act)",
+                )
         key = (context.session_id, context.route_id)
         owner = self._routes.get(key)
         if owner is not None and owner[1] != stream:
@@ -269,6 +278,7 @@ class ModelServer(ServerLifecycle):
     async def _predict(
         self, request: model_pb2.PredictRequest, response: model_pb2.JoinResponse, stream: int
     ) -> None:
+        _check_predict_context(request)
         context = request.context
         key = (context.session_id, context.route_id)
         route = self._routes.get(key)
@@ -279,7 +289,12 @@ class ModelServer(ServerLifecycle):
                 "ConfigureRoute first)",
             )
         _check_owner(key, route[1], stream, "predict on")
-        _check_slots(context, route[0].num_envs)
+        if len(context.slots) > route[0].num_envs:
+            raise _RequestFailed(
+                _INTERNAL,
+                f"model error: predict route has more slots than configured route ({len(context.slots)} "
+                f"slots, num_envs={route[0].num_envs})",
+            )
         async with self._model_lock:
             try:
                 prediction = await self._model.predict(request)
@@ -296,10 +311,8 @@ class ModelServer(ServerLifecycle):
 
     async def _close_route(self, request: model_pb2.CloseRouteRequest, stream: int) -> None:
         context = request.context
-        if not context.session_id or not context.route_id:
-            raise _RequestFailed(
-                _INVALID_REQUEST, "close_route needs a context with a non-empty session_id and route_id"
-            )
+        if not context.route_id:
+            raise _RequestFailed(_INVALID_REQUEST, "close_route missing route_id")
         key = (context.session_id, context.route_id)
         route = self._routes.get(key)
         if route is None:
@@ -362,24 +375,19 @@ def _spaces_fingerprint(contract: env_pb2.EnvContract) -> bytes:
     )
 
 
-def _check_slots(context: model_pb2.PredictContext, num_envs: int) -> None:
-    """Upstream's predict-context rules; violations are INTERNAL with upstream's wording."""
+def _check_predict_context(request: model_pb2.PredictRequest) -> None:
+    """Upstream's predict-context rules, in its order; violations are INTERNAL with upstream's texts."""
+    if not request.HasField("context"):
+        raise _RequestFailed(_INTERNAL, "internal error: model request missing route context")
+    context = request.context
     if not context.route_id:
-        raise _RequestFailed(_INTERNAL, "internal error: model route context missing route_id")
+        raise _RequestFailed(_INTERNAL, "internal error: model route_id is empty")
     if not context.request_id:
-        raise _RequestFailed(_INTERNAL, "internal error: model route context missing request_id")
+        raise _RequestFailed(_INTERNAL, "internal error: model request_id is empty")
     if not context.slots:
-        raise _RequestFailed(_INTERNAL, "internal error: model route context has no slots")
-    if len(context.slots) > num_envs:
-        raise _RequestFailed(
-            _INTERNAL,
-            f"internal error: model route context has {len(context.slots)} slots but the route has "
-            f"num_envs={num_envs}",
-        )
+        raise _RequestFailed(_INTERNAL, "internal error: model route must include at least one slot")
     seen: set[int] = set()
     for position, slot in enumerate(context.slots):
-        if not slot.episode_id:
-            raise _RequestFailed(_INTERNAL, f"internal error: model route slot {position} missing episode_id")
         if slot.env_index < 0:
             raise _RequestFailed(
                 _INTERNAL,
@@ -387,9 +395,11 @@ def _check_slots(context: model_pb2.PredictContext, num_envs: int) -> None:
             )
         if slot.env_index in seen:
             raise _RequestFailed(
-                _INTERNAL, f"internal error: model route slot {position} repeats env_index {slot.env_index}"
+                _INTERNAL, f"internal error: model route has duplicate env_index {slot.env_index}"
             )
         seen.add(slot.env_index)
+        if not slot.episode_id:
+            raise _RequestFailed(_INTERNAL, f"internal error: model route slot {position} missing episode_id")
 
 
 class _ModelServicer:

@@ -139,7 +139,7 @@ def test_error_codes_follow_the_edition():
         model_pb2.JoinRequest(predict=no_slots, request_id="none"),
         model_pb2.JoinRequest(request_id="empty"),
         model_pb2.JoinRequest(
-            close_route=model_pb2.CloseRouteRequest(context=model_pb2.PredictContext(route_id="r")),
+            close_route=model_pb2.CloseRouteRequest(context=model_pb2.PredictContext(session_id="s")),
             request_id="bad-close-route",
         ),
         model_pb2.JoinRequest(close=model_pb2.CloseRequest(reason="bye"), request_id="close"),
@@ -172,10 +172,10 @@ def test_error_codes_follow_the_edition():
     assert messages[0].startswith("model error: model route was not configured")
     assert messages[4] == "internal error: model route slot 0 missing episode_id"
     assert messages[5] == "internal error: model route slot 1 has negative env_index -1"
-    assert messages[6] == "internal error: model route slot 1 repeats env_index 0"
-    assert "3 slots but the route has num_envs=2" in messages[7]
-    assert messages[8] == "internal error: model route context has no slots"
-    assert messages[9] == "empty request"
+    assert messages[6] == "internal error: model route has duplicate env_index 0"
+    assert messages[7].startswith("model error: predict route has more slots than configured route")
+    assert messages[8] == "internal error: model route must include at least one slot"
+    assert messages[9] == "empty model request"
 
 
 def test_model_failures_are_internal_with_the_models_recoverability():
