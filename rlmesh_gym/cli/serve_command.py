@@ -128,7 +128,15 @@ def _add_endpoint_arguments(parser: argparse.ArgumentParser, default_address: st
         type=float,
         default=None,
         metavar="SECONDS",
-        help="end a session whose client sends nothing for this long (default: never)",
+        help="end a session whose client sends nothing for this long; the server goes on (default: never)",
+    )
+    parser.add_argument(
+        "--idle-shutdown",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop the whole server once no call or session has been open for this long, as rlmesh's "
+        "idle timeout (default: never)",
     )
     parser.add_argument(
         "--max-message-mb",
@@ -141,8 +149,9 @@ def _add_endpoint_arguments(parser: argparse.ArgumentParser, default_address: st
 
 def _endpoint_options(args: argparse.Namespace) -> dict[str, Any]:
     """The server keyword arguments common to both commands; ValueError names a bad flag."""
-    if args.idle_timeout is not None and not args.idle_timeout > 0:
-        raise ValueError(f"--idle-timeout must be > 0 seconds, got {args.idle_timeout}")
+    for flag, value in (("--idle-timeout", args.idle_timeout), ("--idle-shutdown", args.idle_shutdown)):
+        if value is not None and not value > 0:
+            raise ValueError(f"{flag} must be > 0 seconds, got {value}")
     if not 0.001 <= args.max_message_mb <= 2047:
         raise ValueError(f"--max-message-mb must be between 0.001 and 2047, got {args.max_message_mb}")
     token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE) or None
@@ -152,6 +161,7 @@ def _endpoint_options(args: argparse.Namespace) -> dict[str, Any]:
         "edition_pin": args.edition_pin,
         "allow_remote_shutdown": args.allow_remote_shutdown,
         "idle_timeout": args.idle_timeout,
+        "idle_shutdown": args.idle_shutdown,
         "max_message_bytes": int(args.max_message_mb * 1024 * 1024),
     }
 
@@ -183,7 +193,9 @@ async def _serve_until_stopped(server: Any, banner: str) -> None:
         signalled.cancel()
         await server.stop(grace=2.0)
         await stopped
-        print(f"rlmesh-gym: stopped serving on {server.address}", flush=True)
+        reason = server.stop_reason
+        suffix = f" ({reason})" if reason not in (None, "stopped") else ""
+        print(f"rlmesh-gym: stopped serving on {server.address}{suffix}", flush=True)
     finally:
         for signum in installed:
             loop.remove_signal_handler(signum)
@@ -219,10 +231,17 @@ def run_serve_env(args: argparse.Namespace) -> int:
     )
 
     async def serve() -> None:
+        server = EnvServer(env, **options)
         try:
-            await _serve_until_stopped(EnvServer(env, **options), banner)
+            await _serve_until_stopped(server, banner)
         finally:
-            await env.close(5.0)
+            if server.call_in_progress:
+                # Closing an env that is inside a call could block or crash; the process exits anyway.
+                report_warning(
+                    "the env is still inside a call that never returned (a hung step?); not closing it"
+                )
+            else:
+                await env.close(5.0)
 
     return _run_server(serve)
 

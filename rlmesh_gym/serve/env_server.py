@@ -36,7 +36,6 @@ too large to send) is ``INTERNAL``.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -46,6 +45,7 @@ import grpc
 from rlmesh_gym.proto import env_pb2, env_pb2_grpc
 from rlmesh_gym.runtime.errors import EnvRpcError, OperationTimeoutError
 from rlmesh_gym.runtime.seams import RuntimeEnv
+from rlmesh_gym.serve._calls import wait_for_call
 from rlmesh_gym.serve._lifecycle import ServerLifecycle
 from rlmesh_gym.serve._session import SessionGuard
 from rlmesh_gym.serve._telemetry import endpoint_telemetry
@@ -61,6 +61,10 @@ SESSION_BUSY_MESSAGE = (
     "environment already has an active Join session; only one client may be connected at a time"
 )
 """Upstream's FAILED_PRECONDITION text for a second concurrent ``Join``."""
+
+# How long a session that ended without Close waits for its episodes to be ended; a hung env call
+# delays that drain until it returns, and must not keep the session's handler (or a stop) waiting.
+_ABANDONED_DRAIN_SECONDS = 1.0
 
 _INVALID_ACTION = env_pb2.ENV_ERROR_CODE_INVALID_ACTION
 _INTERNAL = env_pb2.ENV_ERROR_CODE_INTERNAL
@@ -96,6 +100,10 @@ class EnvServer(ServerLifecycle):
         allow_remote_shutdown: Whether a ``Shutdown`` RPC may stop the server.
         idle_timeout: End a session whose client sent nothing, or left a reply unread, for this
             many seconds (``None``: never), freeing the one session slot for the next client.
+        idle_shutdown: Stop the whole server (:attr:`stop_reason` ``"idle timeout"``) once no RPC
+            has been in flight for this many seconds (``None``: never), as upstream's
+            ``idle_timeout``. An open ``Join`` stream counts as in flight until it ends, so this
+            never fires during a session; combine it with ``idle_timeout`` to cut quiet clients off.
         max_message_bytes: gRPC send and receive limit (256 MiB by default, as upstream).
     """
 
@@ -113,6 +121,7 @@ class EnvServer(ServerLifecycle):
         edition_pin: str = DEFAULT_EDITION_PIN,
         allow_remote_shutdown: bool = False,
         idle_timeout: float | None = None,
+        idle_shutdown: float | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         contract = getattr(env, "contract", None)
@@ -134,6 +143,7 @@ class EnvServer(ServerLifecycle):
             edition_pin=edition_pin,
             allow_remote_shutdown=allow_remote_shutdown,
             max_message_bytes=max_message_bytes,
+            idle_shutdown=idle_shutdown,
         )
         self._env = env
         self._contract = env_pb2.EnvContract()
@@ -144,6 +154,7 @@ class EnvServer(ServerLifecycle):
         self._session: SessionGuard | None = None
         self._sessions_served = 0
         self._idle: asyncio.Event | None = None
+        self._draining = 0  # ended sessions whose episodes are still being ended
 
     @property
     def env(self) -> RuntimeEnv:
@@ -161,8 +172,11 @@ class EnvServer(ServerLifecycle):
         return self._session is not None
 
     async def wait_idle(self, timeout: float | None = None) -> bool:
-        """Wait until no client holds the session; return ``False`` if ``timeout`` seconds passed first."""
-        if self._session is None:
+        """Wait until no client holds the session and the last one's episodes are ended.
+
+        Returns ``False`` if ``timeout`` seconds passed first.
+        """
+        if self._session is None and not self._draining:
             return True
         if self._idle is None:
             self._idle = asyncio.Event()
@@ -232,17 +246,27 @@ class EnvServer(ServerLifecycle):
             await context.abort(code, reason)
         finally:
             guard.close()
-            if not closed:
-                dropped = self._drain()
-                if dropped:
-                    logger.info(
-                        "env session of %s ended without Close; %d episode(s) discarded", peer, len(dropped)
-                    )
+            # Queued before the slot is freed: the next client's calls run after this drain.
+            pending = None if closed else self._submit_drain()
             self._session = None
             self._sessions_served += 1
-            if self._idle is not None:
-                self._idle.set()
-                self._idle = None
+            self._draining += 1
+            # Shielded: grpc may cancel this handler again while it waits (the client is gone).
+            await asyncio.shield(self._end_session(pending, peer))
+
+    async def _end_session(
+        self, pending: asyncio.Future[list[env_pb2.EpisodeMetadata]] | None, peer: str
+    ) -> None:
+        """Wait (bounded) for an abandoned session's episodes to be ended, then report the server idle."""
+        try:
+            dropped = await self._drain(pending, timeout=_ABANDONED_DRAIN_SECONDS)
+        finally:
+            self._draining -= 1
+        if dropped:
+            logger.info("env session of %s ended without Close; %d episode(s) discarded", peer, len(dropped))
+        if self._idle is not None and self._session is None and not self._draining:
+            self._idle.set()
+            self._idle = None
 
     async def _handle(self, request: env_pb2.JoinRequest) -> env_pb2.JoinResponse:
         started = time.perf_counter_ns()
@@ -257,7 +281,7 @@ class EnvServer(ServerLifecycle):
             elif kind == "render":
                 await self._render(request.render, response)
             elif kind == "close":
-                response.close.final_episodes.extend(self._drain())
+                response.close.final_episodes.extend(await self._drain(self._submit_drain()))
             else:
                 raise _RequestFailed(_INTERNAL, "empty request")
             self._check_size(response, operation)
@@ -284,7 +308,7 @@ class EnvServer(ServerLifecycle):
             request.ClearField("seeds")
             request.seeds.extend(first + lane for lane in range(lanes))
         try:
-            result = await self._env.reset(request)
+            result = await self._calls.call(self._env.reset, request)
         except Exception as error:
             raise _failure("reset", error) from error
         _check_deadline("env.reset", request.timeout_ms, started)
@@ -293,7 +317,7 @@ class EnvServer(ServerLifecycle):
     async def _step(self, request: env_pb2.StepRequest, response: env_pb2.JoinResponse) -> None:
         started = time.monotonic()
         try:
-            result = await self._env.step(request)
+            result = await self._calls.call(self._env.step, request)
         except Exception as error:
             raise _failure("step", error) from error
         _check_deadline("env.step", request.timeout_ms, started)
@@ -317,9 +341,7 @@ class EnvServer(ServerLifecycle):
             return  # this env does not render frames: no png_frame, as upstream
         started = time.monotonic()
         try:
-            frames = render_frames()
-            if inspect.isawaitable(frames):
-                frames = await frames
+            frames = await self._calls.call(render_frames)
             frame = None if frames is None else frames[lane]
             png = None if frame is None else png_of_frame(frame)
             if png is not None:
@@ -328,12 +350,24 @@ class EnvServer(ServerLifecycle):
             raise _RequestFailed(_INTERNAL, f"render failed: {type(error).__name__}: {error}") from error
         _check_deadline("env.render", request.timeout_ms, started)
 
-    def _drain(self) -> list[env_pb2.EpisodeMetadata]:
+    def _submit_drain(self) -> asyncio.Future[list[env_pb2.EpisodeMetadata]] | None:
+        """Queue the env's ``drain_episodes`` behind its earlier calls (``None``: it has none)."""
         drain = getattr(self._env, "drain_episodes", None)
-        if drain is None:
+        return None if drain is None else self._calls.submit(drain)
+
+    async def _drain(
+        self, pending: asyncio.Future[list[env_pb2.EpisodeMetadata]] | None, timeout: float | None = None
+    ) -> list[env_pb2.EpisodeMetadata]:
+        if pending is None:
             return []
         try:
-            return list(drain())
+            return list(await wait_for_call(pending, timeout))
+        except asyncio.TimeoutError:
+            # The env is inside a call that has not returned; the drain runs once it does.
+            logger.warning(
+                "env server: the env is still busy in an earlier call; its episodes end when it returns"
+            )
+            return []
         except Exception:
             logger.exception("env server: ending the running episodes failed")
             return []
@@ -365,5 +399,5 @@ class _EnvServicer:
 
     def __init__(self, server: EnvServer) -> None:
         self.Handshake = server._handshake_rpc
-        self.Join = server._join
+        self.Join = server._join_rpc
         self.Shutdown = server._shutdown_rpc

@@ -35,6 +35,7 @@ server's ``max_message_bytes`` (the stream stays open).
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -42,7 +43,7 @@ from itertools import count
 
 import grpc
 
-from rlmesh_gym.proto import env_pb2, model_pb2, model_pb2_grpc
+from rlmesh_gym.proto import env_pb2, model_pb2, model_pb2_grpc, spaces_pb2
 from rlmesh_gym.runtime.errors import RuntimeDriverError
 from rlmesh_gym.runtime.seams import RuntimeModel
 from rlmesh_gym.serve._lifecycle import ServerLifecycle
@@ -85,6 +86,10 @@ class ModelServer(ServerLifecycle):
         allow_remote_shutdown: Whether a ``Shutdown`` RPC may stop the server.
         idle_timeout: End a stream whose client sent nothing, or left a reply unread, for this
             many seconds (``None``: never); its routes are closed.
+        idle_shutdown: Stop the whole server (:attr:`stop_reason` ``"idle timeout"``) once no RPC
+            has been in flight for this many seconds (``None``: never), as upstream's
+            ``idle_timeout``. An open ``Join`` stream counts as in flight until it ends, so this
+            never fires during a session; combine it with ``idle_timeout`` to cut quiet clients off.
         close_timeout: Seconds given to the model's ``close_route`` for each route.
         max_message_bytes: gRPC send and receive limit (256 MiB by default, as upstream).
     """
@@ -103,6 +108,7 @@ class ModelServer(ServerLifecycle):
         edition_pin: str = DEFAULT_EDITION_PIN,
         allow_remote_shutdown: bool = False,
         idle_timeout: float | None = None,
+        idle_shutdown: float | None = None,
         close_timeout: float = 5.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
@@ -120,6 +126,7 @@ class ModelServer(ServerLifecycle):
             edition_pin=edition_pin,
             allow_remote_shutdown=allow_remote_shutdown,
             max_message_bytes=max_message_bytes,
+            idle_shutdown=idle_shutdown,
         )
         self._model = model
         self._idle_timeout = idle_timeout
@@ -127,7 +134,9 @@ class ModelServer(ServerLifecycle):
         self._model_lock = asyncio.Lock()
         # Every open route: its contract and the stream that configured it.
         self._routes: dict[RouteKey, tuple[env_pb2.EnvContract, int]] = {}
-        self._bound_spaces: bytes | None = None
+        self._bound_spaces = _model_spaces_fingerprint(model)
+        # A copy of a model served unbound, to bind afresh when a later client brings other spaces.
+        self._unbound_model = _unbound_copy(model) if self._bound_spaces is None else None
         self._sessions: dict[int, SessionGuard] = {}
         self._stream_ids = count(1)
 
@@ -249,31 +258,52 @@ class ModelServer(ServerLifecycle):
             raise _RequestFailed(
                 _INVALID_REQUEST, f"route {_route_name(key)} is already configured by another model session"
             )
-        bind = getattr(self._model, "bind", None)
-        if bind is not None:
-            spaces = _spaces_fingerprint(contract)
-            others = [other for other in self._routes if other != key]
-            if others and spaces != self._bound_spaces:
-                raise _RequestFailed(
-                    _INVALID_REQUEST,
-                    f"this model is bound to the spaces of route {_route_name(others[0])}; route "
-                    f"{_route_name(key)} has different observation/action spaces (serve one model per env)",
-                )
-            async with self._model_lock:
-                try:
-                    bind(contract)
-                except Exception as error:
-                    raise _RequestFailed(
-                        _INVALID_REQUEST,
-                        f"configure_route: the model cannot act in this env: {type(error).__name__}: {error}",
-                    ) from error
-            self._bound_spaces = spaces
+        if callable(getattr(self._model, "bind", None)):
+            await self._bind(contract, key)
         stored = env_pb2.EnvContract()
         stored.CopyFrom(contract)
         self._routes[key] = (stored, stream)
         logger.info(
             "model route %s configured (%s, num_envs=%d)", _route_name(key), contract.id, contract.num_envs
         )
+
+    async def _bind(self, contract: env_pb2.EnvContract, key: RouteKey) -> None:
+        """Bind the model to ``contract``'s spaces, unless it already is.
+
+        While a route is open the spaces are fixed. Once every route has closed, a model that
+        was unbound when served is replaced by a fresh copy bound to the new spaces; a model
+        bound before serving (``serve-policy --env-id``) keeps its spaces for good.
+        """
+        spaces = _spaces_fingerprint(contract)
+        if spaces == self._bound_spaces:
+            return  # already bound to these spaces: nothing to wait for, even behind a busy model
+        others = [other for other in self._routes if other != key]
+        if others:
+            raise _RequestFailed(
+                _INVALID_REQUEST,
+                f"this model is bound to the spaces of route {_route_name(others[0])}; route "
+                f"{_route_name(key)} has different observation/action spaces (serve one model per env, "
+                "or configure this route once the other routes are closed)",
+            )
+        model = self._model
+        if self._bound_spaces is not None:
+            if self._unbound_model is None:
+                raise _RequestFailed(
+                    _INVALID_REQUEST,
+                    f"configure_route: this model was bound to other spaces before it was served and "
+                    f"cannot act in {contract.id or 'this env'}; serve a policy built for this env",
+                )
+            model = copy.deepcopy(self._unbound_model)
+        async with self._model_lock:
+            try:
+                await self._calls.call(model.bind, contract)
+            except Exception as error:
+                raise _RequestFailed(
+                    _INVALID_REQUEST,
+                    f"configure_route: the model cannot act in this env: {type(error).__name__}: {error}",
+                ) from error
+        self._model = model
+        self._bound_spaces = spaces
 
     async def _predict(
         self, request: model_pb2.PredictRequest, response: model_pb2.JoinResponse, stream: int
@@ -297,7 +327,7 @@ class ModelServer(ServerLifecycle):
             )
         async with self._model_lock:
             try:
-                prediction = await self._model.predict(request)
+                prediction = await self._calls.call(self._model.predict, request)
             except RuntimeDriverError as error:
                 raise _RequestFailed(_INTERNAL, f"model error: {error}", error.recoverable) from error
             except Exception as error:
@@ -339,8 +369,8 @@ class ModelServer(ServerLifecycle):
         key = (request.context.session_id, request.context.route_id)
         async with self._model_lock:
             try:
-                await asyncio.wait_for(
-                    self._model.close_route(request, self._close_timeout), self._close_timeout
+                await self._calls.call(
+                    self._model.close_route, request, self._close_timeout, timeout=self._close_timeout
                 )
             except asyncio.TimeoutError:
                 return (
@@ -368,11 +398,36 @@ def _check_owner(key: RouteKey, owner: int, stream: int, action: str) -> None:
 
 
 def _spaces_fingerprint(contract: env_pb2.EnvContract) -> bytes:
+    return _fingerprint(contract.observation_space, contract.action_space)
+
+
+def _fingerprint(observation: spaces_pb2.SpaceSpec, action: spaces_pb2.SpaceSpec) -> bytes:
     return (
-        contract.observation_space.SerializeToString(deterministic=True)
+        observation.SerializeToString(deterministic=True)
         + b"\0|\0"
-        + contract.action_space.SerializeToString(deterministic=True)
+        + action.SerializeToString(deterministic=True)
     )
+
+
+def _model_spaces_fingerprint(model: RuntimeModel) -> bytes | None:
+    """The spaces a model is already bound to (its ``observation_spec``/``action_spec``), else ``None``."""
+    observation, action = getattr(model, "observation_spec", None), getattr(model, "action_spec", None)
+    if isinstance(observation, spaces_pb2.SpaceSpec) and isinstance(action, spaces_pb2.SpaceSpec):
+        return _fingerprint(observation, action)
+    return None
+
+
+def _unbound_copy(model: RuntimeModel) -> RuntimeModel | None:
+    """A deep copy of an unbound, bind-able model (``None`` when it cannot be copied)."""
+    if not callable(getattr(model, "bind", None)):
+        return None
+    try:
+        return copy.deepcopy(model)
+    except Exception as error:
+        logger.info(
+            "model server: %s cannot be copied (%s); it can be bound once only", type(model).__name__, error
+        )
+        return None
 
 
 def _check_predict_context(request: model_pb2.PredictRequest) -> None:
@@ -407,5 +462,5 @@ class _ModelServicer:
 
     def __init__(self, server: ModelServer) -> None:
         self.Handshake = server._handshake_rpc
-        self.Join = server._join
+        self.Join = server._join_rpc
         self.Shutdown = server._shutdown_rpc

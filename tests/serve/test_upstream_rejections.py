@@ -13,20 +13,17 @@ import socket
 import threading
 
 import grpc
-import gymnasium as gym
 import numpy as np
-import pytest
-import rlmesh
 from _serve_fakes import FirstActionModel, contract, run
 from rlmesh import _rlmesh as b3
 
-from rlmesh_gym.envs import GymVectorEnv
-from rlmesh_gym.proto import env_pb2, env_pb2_grpc, model_pb2, model_pb2_grpc, spaces_pb2
-from rlmesh_gym.serve import EnvServer, ModelServer
+from rlmesh_gym.proto import model_pb2, model_pb2_grpc
+from rlmesh_gym.serve import ModelServer
 from rlmesh_gym.serve.handshake import EDITION_PINS, handshake_request
 
 Context = model_pb2.PredictContext
 Slot = model_pb2.PredictSlot
+ROUTE_REQUEST = {"session_id": "s", "route_id": "r", "request_id": "q"}
 
 
 def _predict(context: Context | None, rows: int = 1) -> model_pb2.PredictRequest:
@@ -56,7 +53,9 @@ def _model_requests() -> list[tuple[str, model_pb2.JoinRequest]]:
             )
         ),
         "configure with empty session_id": model_pb2.JoinRequest(
-            configure_route=model_pb2.ConfigureRouteRequest(context=Context(route_id="r"), env_contract=contract(2))
+            configure_route=model_pb2.ConfigureRouteRequest(
+                context=Context(route_id="r"), env_contract=contract(2)
+            )
         ),
         "configure without contract": model_pb2.JoinRequest(
             configure_route=model_pb2.ConfigureRouteRequest(context=route)
@@ -81,16 +80,14 @@ def _model_requests() -> list[tuple[str, model_pb2.JoinRequest]]:
             predict=_predict(Context(session_id="s", route_id="r", request_id="q", slots=_slots((-1, "e"))))
         ),
         "predict with a duplicate env_index": model_pb2.JoinRequest(
-            predict=_predict(
-                Context(session_id="s", route_id="r", request_id="q", slots=_slots((0, "e"), (0, "f"))), rows=2
-            )
+            predict=_predict(Context(**ROUTE_REQUEST, slots=_slots((0, "e"), (0, "f"))), rows=2)
         ),
         "predict with an empty episode_id": model_pb2.JoinRequest(
             predict=_predict(Context(session_id="s", route_id="r", request_id="q", slots=_slots((0, ""))))
         ),
         "predict with more slots than lanes": model_pb2.JoinRequest(
             predict=_predict(
-                Context(session_id="s", route_id="r", request_id="q", slots=_slots((0, "a"), (1, "b"), (2, "c"))),
+                Context(**ROUTE_REQUEST, slots=_slots((0, "a"), (1, "b"), (2, "c"))),
                 rows=3,
             )
         ),
