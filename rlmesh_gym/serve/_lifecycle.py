@@ -14,6 +14,7 @@ from types import ModuleType, TracebackType
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from rlmesh_gym import __version__
 from rlmesh_gym.serve._calls import CallThread
@@ -24,6 +25,7 @@ from rlmesh_gym.serve.endpoint import (
     check_timeout,
     format_address,
     parse_address,
+    probe_bind,
     server_options,
     warn_if_exposed,
 )
@@ -83,8 +85,26 @@ class ServerLifecycle:
 
     # -- overridden by the concrete servers ----------------------------------------------------
 
+    _service: str  # the full gRPC service name, "rlmesh.env.v1.EnvService" or the model's
+
     def _register(self, server: grpc.aio.Server) -> None:
-        raise TypeError(f"{type(self).__name__} must register its servicer")
+        """Serve Handshake, Join and Shutdown; the unary requests are parsed here, so corrupt bytes
+        get INVALID_ARGUMENT with a plain message instead of grpc's UNKNOWN and a class name."""
+        messages = self._messages
+        handlers = {
+            "Handshake": grpc.unary_unary_rpc_method_handler(
+                self._handshake_rpc, response_serializer=messages.HandshakeResponse.SerializeToString
+            ),
+            "Join": grpc.stream_stream_rpc_method_handler(
+                self._join_rpc,
+                request_deserializer=messages.JoinRequest.FromString,
+                response_serializer=messages.JoinResponse.SerializeToString,
+            ),
+            "Shutdown": grpc.unary_unary_rpc_method_handler(
+                self._shutdown_rpc, response_serializer=messages.ShutdownResponse.SerializeToString
+            ),
+        }
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(self._service, handlers),))
 
     async def _on_stop(self) -> None:
         """End open sessions before the server stops (default: nothing to end)."""
@@ -144,18 +164,19 @@ class ServerLifecycle:
         server = grpc.aio.server(interceptors=interceptors, options=server_options(self._max_message_bytes))
         self._register(server)
         target = format_address(self._host, self._requested_port)
-        try:
-            port = server.add_insecure_port(target)
-        except RuntimeError as error:
-            port = 0
-            cause: BaseException | None = error
-        else:
-            cause = None
+        cause: BaseException | None = probe_bind(self._host, self._requested_port)
+        port = 0
+        if cause is None:
+            try:
+                port = server.add_insecure_port(target)
+            except RuntimeError as error:
+                cause = error
         if port == 0:
             await server.stop(None)
+            reason = f": {cause.strerror.lower()}" if isinstance(cause, OSError) and cause.strerror else ""
             raise OSError(
-                f"{self._role} server could not bind {target} (is the port already in use, or the host not "
-                "an address of this machine?)"
+                f"{self._role} server could not bind {target}{reason} (is the port already in use, or the "
+                "host not an address of this machine?)"
             ) from cause
         self._exposure_warning = warn_if_exposed(self._host, self._token, self._role)
         await server.start()
@@ -271,9 +292,10 @@ class ServerLifecycle:
     def _join(self, requests: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         raise TypeError(f"{type(self).__name__} must implement Join")
 
-    async def _handshake_rpc(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def _handshake_rpc(self, data: bytes, context: grpc.aio.ServicerContext) -> Any:
         self._begin_activity()
         try:
+            request = await _parse(self._messages.HandshakeRequest, data, context)
             return self._handshake(request)
         finally:
             self._end_activity()
@@ -304,9 +326,10 @@ class ServerLifecycle:
             )
         return response
 
-    async def _shutdown_rpc(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def _shutdown_rpc(self, data: bytes, context: grpc.aio.ServicerContext) -> Any:
         self._begin_activity()
         try:
+            request = await _parse(self._messages.ShutdownRequest, data, context)
             accepted, message = self._answer_shutdown(request.reason)
             return self._messages.ShutdownResponse(accepted=accepted, message=message)
         finally:
@@ -319,3 +342,13 @@ class ServerLifecycle:
         # A task, so the Shutdown reply goes out first: the grace period lets that RPC finish.
         self._begin_stop(f"remote shutdown: {reason}", 1.0)
         return True, f"shutdown accepted: {reason}"
+
+
+async def _parse(message_type: Any, data: bytes, context: grpc.aio.ServicerContext) -> Any:
+    """``data`` as a ``message_type``; bytes that do not parse abort the call with INVALID_ARGUMENT."""
+    try:
+        return message_type.FromString(data)
+    except DecodeError as error:
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT, f"malformed {message_type.DESCRIPTOR.name}: {error}"
+        )

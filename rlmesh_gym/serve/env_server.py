@@ -42,7 +42,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from rlmesh_gym.proto import env_pb2, env_pb2_grpc
+from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.runtime.errors import EnvRpcError, OperationTimeoutError
 from rlmesh_gym.runtime.seams import RuntimeEnv
 from rlmesh_gym.serve._calls import wait_for_call
@@ -111,6 +111,7 @@ class EnvServer(ServerLifecycle):
     _noun = "environment"
     _messages = env_pb2
     _capabilities = ENV_CAPABILITIES
+    _service = "rlmesh.env.v1.EnvService"
 
     def __init__(
         self,
@@ -190,9 +191,6 @@ class EnvServer(ServerLifecycle):
     def sessions_served(self) -> int:
         """How many ``Join`` sessions have ended so far (closed, abandoned or interrupted)."""
         return self._sessions_served
-
-    def _register(self, server: grpc.aio.Server) -> None:
-        env_pb2_grpc.add_EnvServiceServicer_to_server(_EnvServicer(self), server)
 
     async def _on_stop(self) -> None:
         if self._session is not None:
@@ -392,12 +390,3 @@ def _check_deadline(operation: str, timeout_ms: int, started: float) -> None:
     # The env cannot be interrupted; as upstream, a late reply is replaced by TIMEOUT.
     if timeout_ms > 0 and (time.monotonic() - started) * 1000.0 > timeout_ms:
         raise _RequestFailed(_TIMEOUT, f"{operation} timed out after {timeout_ms}ms")
-
-
-class _EnvServicer:
-    """The EnvService handlers, bound to the server (grpc.aio inspects them: Join is an async generator)."""
-
-    def __init__(self, server: EnvServer) -> None:
-        self.Handshake = server._handshake_rpc
-        self.Join = server._join_rpc
-        self.Shutdown = server._shutdown_rpc

@@ -43,7 +43,7 @@ from itertools import count
 
 import grpc
 
-from rlmesh_gym.proto import env_pb2, model_pb2, model_pb2_grpc, spaces_pb2
+from rlmesh_gym.proto import env_pb2, model_pb2, spaces_pb2
 from rlmesh_gym.runtime.errors import RuntimeDriverError
 from rlmesh_gym.runtime.seams import RuntimeModel
 from rlmesh_gym.serve._lifecycle import ServerLifecycle
@@ -98,6 +98,7 @@ class ModelServer(ServerLifecycle):
     _noun = "model"
     _messages = model_pb2
     _capabilities = MODEL_CAPABILITIES
+    _service = "rlmesh.model.v1.ModelService"
 
     def __init__(
         self,
@@ -149,9 +150,6 @@ class ModelServer(ServerLifecycle):
     def routes(self) -> list[RouteKey]:
         """The ``(session_id, route_id)`` of every configured route."""
         return list(self._routes)
-
-    def _register(self, server: grpc.aio.Server) -> None:
-        model_pb2_grpc.add_ModelServiceServicer_to_server(_ModelServicer(self), server)
 
     async def _on_stop(self) -> None:
         for guard in list(self._sessions.values()):
@@ -455,12 +453,3 @@ def _check_predict_context(request: model_pb2.PredictRequest) -> None:
         seen.add(slot.env_index)
         if not slot.episode_id:
             raise _RequestFailed(_INTERNAL, f"internal error: model route slot {position} missing episode_id")
-
-
-class _ModelServicer:
-    """The ModelService handlers, bound to the server (grpc.aio inspects them: Join is an async generator)."""
-
-    def __init__(self, server: ModelServer) -> None:
-        self.Handshake = server._handshake_rpc
-        self.Join = server._join_rpc
-        self.Shutdown = server._shutdown_rpc

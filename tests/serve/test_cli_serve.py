@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 
 import numpy as np
 import pytest
@@ -156,3 +157,36 @@ def test_a_taken_port_is_a_runtime_failure(capsys):
 
     assert run(scenario()) == 1
     assert "could not bind" in capsys.readouterr().err
+
+
+def test_a_taken_port_gives_one_error_line_and_no_grpc_log():
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        address = f"127.0.0.1:{holder.getsockname()[1]}"
+        served = Served("serve-env", "CartPole-v1", "--address", address)
+        code, stdout, stderr = served.finish(timeout=60)
+    assert code == 1
+    assert stderr.splitlines() == [
+        f"rlmesh-gym: error: env server could not bind {address}: address already in use (is the port "
+        "already in use, or the host not an address of this machine?)"
+    ]
+    assert "add_port" not in stderr
+
+
+def test_serve_env_stops_itself_after_the_idle_shutdown():
+    served = Served("serve-env", "CartPole-v1", "--address", "127.0.0.1:0", "--idle-shutdown", "1")
+    address = served.address()
+
+    async def one_session() -> int:
+        remote = await RemoteEnv.connect(address)
+        reset = await remote.reset(env_pb2.ResetRequest(seeds=[9]))
+        await remote.close()
+        return len(reset.response.episode_ids)
+
+    lanes = run(one_session())
+    code, stdout, stderr = served.finish(timeout=30)  # no signal: it must stop on its own
+    assert lanes == 1
+    assert code == 0, stderr
+    assert stdout.endswith(f"stopped serving on {address} (idle timeout)")
+    assert port_is_free(int(address.rsplit(":", 1)[1]))
