@@ -262,7 +262,7 @@ def run_serve_policy(args: argparse.Namespace) -> int:
         bound = "spaces from each route's contract"
         contract = None
         if args.env_id is not None:
-            contract = _contract_of(args.env_id)
+            contract = await _policy_checked_in_env(model, args.policy, args.env_id)
             bound = f"bound to {args.env_id}"
         elif args.contract_from is not None:
             from rlmesh_gym.serve import fetch_contract
@@ -271,7 +271,7 @@ def run_serve_policy(args: argparse.Namespace) -> int:
                 args.contract_from, token=options["token"], edition_pin=args.edition_pin
             )
             bound = f"bound to {contract.id} from {args.contract_from}"
-        if contract is not None:
+        if contract is not None and args.env_id is None:
             bind = getattr(model, "bind", None)
             if bind is None:
                 raise ValueError(f"policy {args.policy!r} has no bind(contract); serve it without --env-id")
@@ -310,12 +310,43 @@ def _build_env(env_id: str, **options: Any) -> Any:
         raise ValueError(f"cannot build env {env_id!r}: {type(error).__name__}: {error}") from error
 
 
-def _contract_of(env_id: str) -> Any:
+async def _policy_checked_in_env(model: Any, policy: str, env_id: str) -> Any:
+    """Bind ``model`` to ``env_id``'s spaces and let it act once on a real first observation.
+
+    Binding alone only checks that the spaces can be encoded; a policy built for another env
+    (CartPole's network on MountainCar's observations) fails only when it acts. Returns the
+    env's contract; ValueError names the policy, the env and what failed.
+    """
+    from rlmesh_gym.proto import env_pb2, model_pb2
+
     env = _build_env(env_id, num_envs=1)
     try:
-        return env.contract
+        contract = env.contract
+        bind = getattr(model, "bind", None)
+        if bind is None:
+            raise ValueError(f"policy {policy!r} has no bind(contract); serve it without --env-id")
+        try:
+            bind(contract)
+            reset = await env.reset(env_pb2.ResetRequest(seeds=[0]))
+            request = model_pb2.PredictRequest(
+                context=model_pb2.PredictContext(
+                    session_id="serve-policy-check",
+                    route_id=env_id,
+                    request_id="serve-policy-check:0",
+                    slots=[model_pb2.PredictSlot(env_index=0, episode_id=reset.response.episode_ids[0])],
+                )
+            )
+            request.observation.CopyFrom(reset.response.observation)
+            prediction = await model.predict(request)
+            await env.step(env_pb2.StepRequest(action=prediction.response.action))
+        except Exception as error:
+            raise ValueError(
+                f"policy {policy!r} cannot act in {env_id}: {error} (serve a policy built for {env_id}'s "
+                "spaces)"
+            ) from error
+        return contract
     finally:
-        env.env.close()
+        await env.close(5.0)
 
 
 def _load_policy(args: argparse.Namespace) -> Any:

@@ -190,3 +190,12 @@ def test_serve_env_stops_itself_after_the_idle_shutdown():
     assert code == 0, stderr
     assert stdout.endswith(f"stopped serving on {address} (idle timeout)")
     assert port_is_free(int(address.rsplit(":", 1)[1]))
+
+
+def test_serve_policy_refuses_a_policy_that_cannot_act_in_the_env_before_serving():
+    served = Served("serve-policy", "--env-id", "MountainCar-v0", "--address", "127.0.0.1:0")
+    code, stdout, stderr = served.finish(timeout=120)
+    assert code == 2
+    assert "serving" not in stdout
+    assert stderr.startswith("rlmesh-gym: error: policy 'pretrained:cartpole' cannot act in MountainCar-v0: ")
+    assert "expected observations with last dimension 4, got shape (1, 2)" in stderr
