@@ -53,6 +53,12 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="build the env with render_mode='rgb_array' so Render returns PNGs",
     )
+    env.add_argument(
+        "--strict-autoreset-reward",
+        action="store_true",
+        help="under NEXT_STEP, refuse a non-zero reward on a lane's autoreset step with an INTERNAL error, "
+        "as rlmesh's env server does (default: accept it; it is not counted)",
+    )
     _add_endpoint_arguments(env, DEFAULT_ENV_ADDRESS)
     env.set_defaults(func=run_serve_env)
 
@@ -231,7 +237,7 @@ def run_serve_env(args: argparse.Namespace) -> int:
     )
 
     async def serve() -> None:
-        server = EnvServer(env, **options)
+        server = EnvServer(env, strict_autoreset_reward=args.strict_autoreset_reward, **options)
         try:
             await _serve_until_stopped(server, banner)
         finally:

@@ -41,6 +41,7 @@ import time
 from collections.abc import AsyncIterator
 
 import grpc
+import numpy as np
 
 from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.runtime.errors import EnvRpcError, OperationTimeoutError
@@ -105,6 +106,9 @@ class EnvServer(ServerLifecycle):
             ``idle_timeout``. An open ``Join`` stream counts as in flight until it ends, so this
             never fires during a session; combine it with ``idle_timeout`` to cut quiet clients off.
         max_message_bytes: gRPC send and receive limit (256 MiB by default, as upstream).
+        strict_autoreset_reward: Under NEXT_STEP, refuse a non-zero reward on a lane's autoreset
+            step with upstream's INTERNAL error. By default it is accepted (the env does not count
+            it and warns once), because vector reward wrappers shift that step's reward too.
     """
 
     _role = "env"
@@ -124,6 +128,7 @@ class EnvServer(ServerLifecycle):
         idle_timeout: float | None = None,
         idle_shutdown: float | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        strict_autoreset_reward: bool = False,
     ) -> None:
         contract = getattr(env, "contract", None)
         if not isinstance(contract, env_pb2.EnvContract):
@@ -156,6 +161,10 @@ class EnvServer(ServerLifecycle):
         self._sessions_served = 0
         self._idle: asyncio.Event | None = None
         self._draining = 0  # ended sessions whose episodes are still being ended
+        self._next_step = self._contract.autoreset_mode == env_pb2.AUTORESET_MODE_NEXT_STEP
+        self._strict_autoreset_reward = bool(strict_autoreset_reward)
+        # NEXT_STEP lanes that completed on the last step: their next step is the env's autoreset.
+        self._awaiting_autoreset: set[int] = set()
 
     @property
     def env(self) -> RuntimeEnv:
@@ -294,6 +303,8 @@ class EnvServer(ServerLifecycle):
     async def _reset(self, request: env_pb2.ResetRequest, response: env_pb2.JoinResponse) -> None:
         started = time.monotonic()
         lanes = self._num_envs
+        if request.env_indices:
+            _check_partial_reset(list(request.env_indices), len(request.seeds), lanes)
         if (
             len(request.seeds) == 1
             and lanes > 1
@@ -311,21 +322,85 @@ class EnvServer(ServerLifecycle):
             raise _failure("reset", error) from error
         _check_deadline("env.reset", request.timeout_ms, started)
         response.reset.CopyFrom(result.response)
+        if request.env_indices:
+            self._awaiting_autoreset.difference_update(request.env_indices)
+        else:
+            self._awaiting_autoreset.clear()
 
     async def _step(self, request: env_pb2.StepRequest, response: env_pb2.JoinResponse) -> None:
         started = time.monotonic()
+        if request.env_indices:
+            raise _RequestFailed(
+                _INVALID_ACTION, "subset stepping (StepRequest.env_indices) is not supported"
+            )
+        if self._next_step:
+            self._check_lanes_have_episodes()
         try:
             result = await self._calls.call(self._env.step, request)
         except Exception as error:
             raise _failure("step", error) from error
         _check_deadline("env.step", request.timeout_ms, started)
+        self._check_step(result.response)
         response.step.CopyFrom(result.response)
+
+    def _check_lanes_have_episodes(self) -> None:
+        """Upstream's NEXT_STEP rule: every lane stepped has an episode or a pending autoreset."""
+        ids = getattr(self._env, "episode_ids", None)
+        if ids is None:
+            return  # the env does not say; it checks for itself
+        for lane, episode in enumerate(ids):
+            if not episode and lane not in self._awaiting_autoreset:
+                raise _RequestFailed(
+                    _INTERNAL,
+                    f"NEXT_STEP lane {lane} was stepped with no active episode and no pending autoreset; "
+                    "reset the lane before stepping it, and the env may only autoreset the step after a "
+                    "completion",
+                )
+
+    def _check_step(self, step: env_pb2.StepResponse) -> None:
+        """Upstream's checks of what the env reported: full-width lane vectors, and under NEXT_STEP
+        a fresh observation (not done; reward 0 with ``strict_autoreset_reward``) after a completion."""
+        lanes = self._num_envs
+        for name in ("rewards", "terminated_mask", "truncated_mask"):
+            length = len(getattr(step, name))
+            if length not in (0, lanes):
+                raise _RequestFailed(
+                    _INTERNAL,
+                    f"StepResponse.{name} has length {length}, which is neither empty nor the env's lane "
+                    f"count {lanes}; a partial per-lane vector would silently mask lanes",
+                )
+        if not self._next_step:
+            return
+        done = [
+            lane
+            for lane in range(lanes)
+            if (step.terminated_mask and step.terminated_mask[lane])
+            or (step.truncated_mask and step.truncated_mask[lane])
+        ]
+        for lane in sorted(self._awaiting_autoreset):
+            if lane in done:
+                self._awaiting_autoreset.clear()
+                raise _RequestFailed(
+                    _INTERNAL,
+                    f"NEXT_STEP lane {lane} reported a terminal step where its autoreset observation was "
+                    "expected; after a completion the env must deliver one fresh (non-terminal) observation",
+                )
+            reward = step.rewards[lane] if step.rewards else 0.0
+            if self._strict_autoreset_reward and reward != 0.0:
+                self._awaiting_autoreset.clear()
+                raise _RequestFailed(
+                    _INTERNAL,
+                    f"NEXT_STEP lane {lane} carried a non-zero reward ({_rust_float(reward)}) on its "
+                    "autoreset observation; the fresh observation after a completion must carry reward 0",
+                )
+        self._awaiting_autoreset = set(done)
 
     async def _render(self, request: env_pb2.RenderRequest, response: env_pb2.JoinResponse) -> None:
         selected = [lane for lane, flag in enumerate(request.mask) if flag]
         if len(selected) > 1:
             raise _RequestFailed(
-                _INVALID_ACTION, f"render mask selects lanes {selected}; at most one lane may be selected"
+                _INVALID_ACTION,
+                f"render requests support at most one env_index (the mask selects lanes {selected})",
             )
         lane = selected[0] if selected else 0
         if lane >= self._num_envs:
@@ -350,6 +425,7 @@ class EnvServer(ServerLifecycle):
 
     def _submit_drain(self) -> asyncio.Future[list[env_pb2.EpisodeMetadata]] | None:
         """Queue the env's ``drain_episodes`` behind its earlier calls (``None``: it has none)."""
+        self._awaiting_autoreset.clear()
         drain = getattr(self._env, "drain_episodes", None)
         return None if drain is None else self._calls.submit(drain)
 
@@ -384,6 +460,33 @@ def _failure(verb: str, error: Exception) -> _RequestFailed:
             return _RequestFailed(_INVALID_ACTION, error.message)
         return _RequestFailed(_INTERNAL, f"{verb} failed: {error.message}")
     return _RequestFailed(_INTERNAL, f"{verb} failed: {type(error).__name__}: {error}")
+
+
+def _check_partial_reset(env_indices: list[int], seeds: int, lanes: int) -> None:
+    """Upstream's checks of a partial reset's lanes and seeds (INVALID_ACTION), in upstream's order."""
+    seen: set[int] = set()
+    for index in env_indices:
+        if index < 0:
+            raise _RequestFailed(_INVALID_ACTION, f"partial reset: negative env_index {index}")
+        if index >= lanes:
+            raise _RequestFailed(
+                _INVALID_ACTION, f"partial reset: env_index {index} out of range for num_envs {lanes}"
+            )
+        if index in seen:
+            raise _RequestFailed(_INVALID_ACTION, f"partial reset: duplicate env_index {index}")
+        seen.add(index)
+    if seeds and seeds != len(env_indices):
+        raise _RequestFailed(
+            _INVALID_ACTION,
+            f"partial reset: seeds length {seeds} does not match env_indices length {len(env_indices)} "
+            "(provide one seed per reset lane, or none)",
+        )
+
+
+def _rust_float(value: float) -> str:
+    """``value`` as upstream prints a float32: shortest round-trip digits, no trailing ``.0``."""
+    text = str(np.float32(value))
+    return text[:-2] if text.endswith(".0") else text
 
 
 def _check_deadline(operation: str, timeout_ms: int, started: float) -> None:

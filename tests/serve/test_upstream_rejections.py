@@ -13,12 +13,15 @@ import socket
 import threading
 
 import grpc
+import gymnasium as gym
 import numpy as np
+import rlmesh
 from _serve_fakes import FirstActionModel, contract, run
 from rlmesh import _rlmesh as b3
 
-from rlmesh_gym.proto import model_pb2, model_pb2_grpc
-from rlmesh_gym.serve import ModelServer
+from rlmesh_gym.envs import GymVectorEnv
+from rlmesh_gym.proto import env_pb2, env_pb2_grpc, model_pb2, model_pb2_grpc, spaces_pb2
+from rlmesh_gym.serve import EnvServer, ModelServer
 from rlmesh_gym.serve.handshake import EDITION_PINS, handshake_request
 
 Context = model_pb2.PredictContext
@@ -175,5 +178,83 @@ def test_model_server_rejections_match_b3s_model_server():
             assert (their_code, my_code) == MODEL_DIFFERENCES[name], name
             assert my_text.startswith(their_text), (name, my_text, their_text)
             continue
+        assert my_code == their_code, (name, my_code, their_code, my_text, their_text)
+        assert my_text.startswith(their_text), (name, my_text, their_text)
+
+
+class Plain(gym.Env):
+    """A minimal env that, unlike CartPole, does not itself assert a reset before ``step``."""
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(4, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(4, np.float32), 1.0, False, False, {}
+
+
+def _actions(lanes: int) -> spaces_pb2.SpaceValue:
+    value = spaces_pb2.SpaceValue()
+    value.bytes.data = np.zeros(lanes, np.int64).tobytes()
+    return value
+
+
+def _env_requests(lanes: int) -> list[tuple[str, env_pb2.JoinRequest]]:
+    cases = {
+        "step before the first reset": env_pb2.JoinRequest(step=env_pb2.StepRequest(action=_actions(lanes))),
+        "partial reset with a negative env_index": env_pb2.JoinRequest(
+            reset=env_pb2.ResetRequest(env_indices=[-1])
+        ),
+        "partial reset out of range": env_pb2.JoinRequest(reset=env_pb2.ResetRequest(env_indices=[5])),
+        "partial reset with a duplicate": env_pb2.JoinRequest(reset=env_pb2.ResetRequest(env_indices=[1, 1])),
+        "partial reset with misaligned seeds": env_pb2.JoinRequest(
+            reset=env_pb2.ResetRequest(env_indices=[1], seeds=[1, 2])
+        ),
+        "reset": env_pb2.JoinRequest(reset=env_pb2.ResetRequest(seeds=[1])),
+        "subset step": env_pb2.JoinRequest(step=env_pb2.StepRequest(action=_actions(lanes), env_indices=[0])),
+        "render of two lanes": env_pb2.JoinRequest(render=env_pb2.RenderRequest(mask=b"\x01\x01\x00")),
+        "empty": env_pb2.JoinRequest(),
+    }
+    for number, request in enumerate(cases.values()):
+        request.request_id = f"req-{number}"
+    return list(cases.items())
+
+
+def _vector(lanes: int) -> gym.vector.SyncVectorEnv:
+    return gym.vector.SyncVectorEnv([Plain] * lanes)
+
+
+def test_env_server_rejections_match_b3s_env_server():
+    lanes = 3
+    cases = _env_requests(lanes)
+    requests = [request for _, request in cases]
+
+    async def upstream():
+        server = rlmesh.EnvServer(_vector(lanes), "127.0.0.1:0")
+        server.start()
+        try:
+            address = server.address.removeprefix("tcp://")
+            async with grpc.aio.insecure_channel(address) as channel:
+                stub = env_pb2_grpc.EnvServiceStub(channel)
+                await stub.Handshake(handshake_request("env", EDITION_PINS["b3"]), timeout=10)
+            return await _join_all(address, env_pb2_grpc.EnvServiceStub, requests)
+        finally:
+            server.shutdown()
+            await asyncio.to_thread(server.wait, 10.0)
+
+    async def ours():
+        async with EnvServer(GymVectorEnv(_vector(lanes))) as server:
+            return await _join_all(server.address, env_pb2_grpc.EnvServiceStub, requests)
+
+    theirs = run(upstream())
+    mine = run(ours())
+    codes = env_pb2.EnvErrorCode
+    for (name, _), their_reply, my_reply in zip(cases, theirs, mine, strict=True):
+        their_code, their_text = _outcome(their_reply, codes)
+        my_code, my_text = _outcome(my_reply, codes)
         assert my_code == their_code, (name, my_code, their_code, my_text, their_text)
         assert my_text.startswith(their_text), (name, my_text, their_text)
