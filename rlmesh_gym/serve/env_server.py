@@ -26,11 +26,18 @@ owner's job.
 A single reset seed for a vector env (what rlmesh's clients send for ``reset(seed=42)``) is
 expanded to ``seed, seed+1, ...``, the seeds gymnasium gives the lanes for an int seed.
 
-Error codes: a recoverable :class:`~rlmesh_gym.runtime.errors.EnvRpcError` from the env (a bad
-action, bad seeds or lane indices) is ``INVALID_ACTION``; a
-:class:`~rlmesh_gym.runtime.errors.OperationTimeoutError`, or a request that ran past its
-``timeout_ms``, is ``TIMEOUT``; every other failure (the env raised, an empty request, a reply
-too large to send) is ``INTERNAL``.
+Error codes and texts are upstream's (docs/serving.md lists each, and the few deliberate
+differences): lane and seed checks of partial resets, subset stepping and a render mask with two
+lanes are ``INVALID_ACTION``; under NEXT_STEP a lane stepped with no episode, a lane done on its
+autoreset step and (with ``strict_autoreset_reward``) a reward there are ``INTERNAL``, as are
+per-lane vectors of the wrong length. A recoverable
+:class:`~rlmesh_gym.runtime.errors.EnvRpcError` from the env (a bad action, bad seeds) is
+``INVALID_ACTION``; a :class:`~rlmesh_gym.runtime.errors.OperationTimeoutError`, or a request
+that ran past its ``timeout_ms``, is ``TIMEOUT``; every other failure (the env raised, an empty
+request, a reply too large to send) is ``INTERNAL``.
+
+The env's calls run in the server's call thread (:mod:`rlmesh_gym.serve._calls`), never on the
+event loop, so an env stuck in ``step`` does not stop handshakes or the server's own stop.
 """
 
 from __future__ import annotations

@@ -24,12 +24,17 @@ contract), and requests of one stream are answered in arrival order, each with i
 ``request_id``. A route's contract fixes the spaces: while a route is open, a ``bind``-able
 model refuses another route with different spaces.
 
-Errors: malformed ``ConfigureRoute``/``CloseRoute`` requests, an empty request and a failing
-``close_route`` are ``INVALID_REQUEST``; a ``Predict`` for a route that was never configured
-is ``NOT_CONFIGURED`` (rlmesh 0.1.0b3 says ``INTERNAL``; the edition document and this
-package say ``NOT_CONFIGURED``); a malformed ``Predict`` context and every model failure are
-``INTERNAL`` (recoverable as the model's error says), and so is a reply larger than the
-server's ``max_message_bytes`` (the stream stays open).
+A model served unbound is bound on the first route; once all routes have closed, a route with
+other spaces gets a fresh copy of it (a model bound before serving keeps its spaces).
+
+Errors carry upstream's codes and texts: malformed ``ConfigureRoute``/``CloseRoute`` requests, an
+empty request and a failing ``close_route`` are ``INVALID_REQUEST``; a malformed ``Predict``
+context, more slots than the route's lanes and every model failure are ``INTERNAL``
+(recoverable as the model's error says), and so is a reply larger than the server's
+``max_message_bytes`` (the stream stays open). A ``Predict`` for a route that was never
+configured is ``NOT_CONFIGURED`` (rlmesh 0.1.0b3 says ``INTERNAL``; the edition document and
+this package say ``NOT_CONFIGURED``). The model's calls run in the server's call thread, never on
+the event loop.
 """
 
 from __future__ import annotations
