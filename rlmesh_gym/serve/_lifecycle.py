@@ -255,8 +255,6 @@ class ServerLifecycle:
     ) -> None:
         await self.stop()
 
-    # -- Handshake and Shutdown RPCs --------------------------------------------------------------
-
     # -- activity: what keeps the idle shutdown from firing -------------------------------------
 
     def _begin_activity(self) -> None:
@@ -291,6 +289,8 @@ class ServerLifecycle:
 
     def _join(self, requests: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         raise TypeError(f"{type(self).__name__} must implement Join")
+
+    # -- Handshake and Shutdown RPCs --------------------------------------------------------------
 
     async def _handshake_rpc(self, data: bytes, context: grpc.aio.ServicerContext) -> Any:
         self._begin_activity()

@@ -12,25 +12,18 @@ import time
 
 import gymnasium as gym
 import numpy as np
+from _serve_fakes import PlainGymEnv
 
 HANG_SECONDS = 3600.0
 
 
-class HangingStep(gym.Env):
+class HangingStep(PlainGymEnv):
     """CartPole's spaces; action 1 makes ``step`` sleep for an hour (in plain blocking code)."""
-
-    def __init__(self) -> None:
-        self.observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
-        self.action_space = gym.spaces.Discrete(2)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        return np.zeros(4, np.float32), {}
 
     def step(self, action):
         if int(action) == 1:
             time.sleep(HANG_SECONDS)
-        return np.zeros(4, np.float32), 1.0, False, False, {}
+        return super().step(action)
 
 
 def hanging_policy(observations: np.ndarray) -> np.ndarray:

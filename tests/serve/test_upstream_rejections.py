@@ -16,7 +16,7 @@ import grpc
 import gymnasium as gym
 import numpy as np
 import rlmesh
-from _serve_fakes import FirstActionModel, contract, run
+from _serve_fakes import FirstActionModel, PlainGymEnv, contract, run
 from rlmesh import _rlmesh as b3
 
 from rlmesh_gym.envs import GymVectorEnv
@@ -182,21 +182,6 @@ def test_model_server_rejections_match_b3s_model_server():
         assert my_text.startswith(their_text), (name, my_text, their_text)
 
 
-class Plain(gym.Env):
-    """A minimal env that, unlike CartPole, does not itself assert a reset before ``step``."""
-
-    def __init__(self) -> None:
-        self.observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
-        self.action_space = gym.spaces.Discrete(2)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        return np.zeros(4, np.float32), {}
-
-    def step(self, action):
-        return np.zeros(4, np.float32), 1.0, False, False, {}
-
-
 def _actions(lanes: int) -> spaces_pb2.SpaceValue:
     value = spaces_pb2.SpaceValue()
     value.bytes.data = np.zeros(lanes, np.int64).tobytes()
@@ -225,7 +210,7 @@ def _env_requests(lanes: int) -> list[tuple[str, env_pb2.JoinRequest]]:
 
 
 def _vector(lanes: int) -> gym.vector.SyncVectorEnv:
-    return gym.vector.SyncVectorEnv([Plain] * lanes)
+    return gym.vector.SyncVectorEnv([PlainGymEnv] * lanes)
 
 
 def test_env_server_rejections_match_b3s_env_server():
