@@ -7,8 +7,11 @@ is going away, the port is released and the env is closed.
 
 A served policy needs the env's spaces. By default it takes them from the contract each route
 sends in ``ConfigureRoute`` (the policy is bound on the first one; routes with other spaces are
-refused). ``--env-id ENV_ID`` or ``--contract-from HOST:PORT`` (a running env server's
-handshake) bind it at startup instead, so a policy that cannot act in that env fails at once.
+refused while a route is open). ``--env-id ENV_ID`` binds it at startup and lets it act once on
+the env's first observation, so a policy that cannot act in that env fails before serving;
+``--contract-from HOST:PORT`` binds it to a running env server's spaces (its handshake).
+A served env or policy that hangs inside a call does not stop the server from answering or
+stopping (docs/serving.md).
 """
 
 from __future__ import annotations
