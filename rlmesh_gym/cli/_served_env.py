@@ -27,8 +27,9 @@ def add_served_env_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--offload",
         action="store_true",
-        help="run the env's calls on a worker thread, so request timeouts, Ctrl+C and SIGTERM take "
-        "effect while a slow env call runs (costs a thread hop per call)",
+        help="build the env with GymVectorEnv(offload=True), which runs gymnasium's calls on the "
+        "adapter's own worker thread (the server already keeps env calls off its event loop; this adds "
+        "a thread hop per call)",
     )
     # None: DISABLED for one env, next_step for a vector env.
     parser.set_defaults(autoreset=None)

@@ -7,8 +7,11 @@ is going away, the port is released and the env is closed.
 
 A served policy needs the env's spaces. By default it takes them from the contract each route
 sends in ``ConfigureRoute`` (the policy is bound on the first one; routes with other spaces are
-refused). ``--env-id ENV_ID`` or ``--contract-from HOST:PORT`` (a running env server's
-handshake) bind it at startup instead, so a policy that cannot act in that env fails at once.
+refused while a route is open). ``--env-id ENV_ID`` binds it at startup and lets it act once on
+the env's first observation, so a policy that cannot act in that env fails before serving;
+``--contract-from HOST:PORT`` binds it to a running env server's spaces (its handshake).
+A served env or policy that hangs inside a call does not stop the server from answering or
+stopping (docs/serving.md).
 """
 
 from __future__ import annotations
@@ -55,6 +58,12 @@ def register(subparsers: Any) -> None:
         help="build the env with render_mode='rgb_array' so Render returns PNGs",
     )
     add_served_env_arguments(env)
+    env.add_argument(
+        "--strict-autoreset-reward",
+        action="store_true",
+        help="under NEXT_STEP, refuse a non-zero reward on a lane's autoreset step with an INTERNAL error, "
+        "as rlmesh's env server does (default: accept it; it is not counted)",
+    )
     _add_endpoint_arguments(env, DEFAULT_ENV_ADDRESS)
     env.set_defaults(func=run_serve_env)
 
@@ -130,7 +139,15 @@ def _add_endpoint_arguments(parser: argparse.ArgumentParser, default_address: st
         type=float,
         default=None,
         metavar="SECONDS",
-        help="end a session whose client sends nothing for this long (default: never)",
+        help="end a session whose client sends nothing for this long; the server goes on (default: never)",
+    )
+    parser.add_argument(
+        "--idle-shutdown",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop the whole server once no call or session has been open for this long, as rlmesh's "
+        "idle timeout (default: never)",
     )
     parser.add_argument(
         "--max-message-mb",
@@ -143,8 +160,9 @@ def _add_endpoint_arguments(parser: argparse.ArgumentParser, default_address: st
 
 def _endpoint_options(args: argparse.Namespace) -> dict[str, Any]:
     """The server keyword arguments common to both commands; ValueError names a bad flag."""
-    if args.idle_timeout is not None and not args.idle_timeout > 0:
-        raise ValueError(f"--idle-timeout must be > 0 seconds, got {args.idle_timeout}")
+    for flag, value in (("--idle-timeout", args.idle_timeout), ("--idle-shutdown", args.idle_shutdown)):
+        if value is not None and not value > 0:
+            raise ValueError(f"{flag} must be > 0 seconds, got {value}")
     if not 0.001 <= args.max_message_mb <= 2047:
         raise ValueError(f"--max-message-mb must be between 0.001 and 2047, got {args.max_message_mb}")
     token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE) or None
@@ -154,6 +172,7 @@ def _endpoint_options(args: argparse.Namespace) -> dict[str, Any]:
         "edition_pin": args.edition_pin,
         "allow_remote_shutdown": args.allow_remote_shutdown,
         "idle_timeout": args.idle_timeout,
+        "idle_shutdown": args.idle_shutdown,
         "max_message_bytes": int(args.max_message_mb * 1024 * 1024),
     }
 
@@ -189,7 +208,9 @@ async def _serve_until_stopped(server: Any, banner: str) -> None:
         signalled.cancel()
         await server.stop(grace=2.0)
         await stopped
-        print(f"rlmesh-gym: stopped serving on {server.address}", flush=True)
+        reason = server.stop_reason
+        suffix = f" ({reason})" if reason not in (None, "stopped") else ""
+        print(f"rlmesh-gym: stopped serving on {server.address}{suffix}", flush=True)
     finally:
         for signum in installed:
             loop.remove_signal_handler(signum)
@@ -219,10 +240,17 @@ def run_serve_env(args: argparse.Namespace) -> int:
     )
 
     async def serve() -> None:
+        server = EnvServer(env, strict_autoreset_reward=args.strict_autoreset_reward, **options)
         try:
-            await _serve_until_stopped(EnvServer(env, **options), banner)
+            await _serve_until_stopped(server, banner)
         finally:
-            await env.close(5.0)
+            if server.call_in_progress:
+                # Closing an env that is inside a call could block or crash; the process exits anyway.
+                report_warning(
+                    "the env is still inside a call that never returned (a hung step?); not closing it"
+                )
+            else:
+                await env.close(5.0)
 
     return _run_server(serve)
 
@@ -243,7 +271,7 @@ def run_serve_policy(args: argparse.Namespace) -> int:
         bound = "spaces from each route's contract"
         contract = None
         if args.env_id is not None:
-            contract = _contract_of(args.env_id)
+            contract = await _policy_checked_in_env(model, args.policy, args.env_id)
             bound = f"bound to {args.env_id}"
         elif args.contract_from is not None:
             from rlmesh_gym.serve import fetch_contract
@@ -252,7 +280,7 @@ def run_serve_policy(args: argparse.Namespace) -> int:
                 args.contract_from, token=options["token"], edition_pin=args.edition_pin
             )
             bound = f"bound to {contract.id} from {args.contract_from}"
-        if contract is not None:
+        if contract is not None and args.env_id is None:
             bind = getattr(model, "bind", None)
             if bind is None:
                 raise ValueError(f"policy {args.policy!r} has no bind(contract); serve it without --env-id")
@@ -293,12 +321,43 @@ def _build_env(env_id: str, **options: Any) -> Any:
         raise ValueError(f"cannot build env {env_id!r}: {type(error).__name__}: {error}") from error
 
 
-def _contract_of(env_id: str) -> Any:
+async def _policy_checked_in_env(model: Any, policy: str, env_id: str) -> Any:
+    """Bind ``model`` to ``env_id``'s spaces and let it act once on a real first observation.
+
+    Binding alone only checks that the spaces can be encoded; a policy built for another env
+    (CartPole's network on MountainCar's observations) fails only when it acts. Returns the
+    env's contract; ValueError names the policy, the env and what failed.
+    """
+    from rlmesh_gym.proto import env_pb2, model_pb2
+
     env = _build_env(env_id, num_envs=1)
     try:
-        return env.contract
+        contract = env.contract
+        bind = getattr(model, "bind", None)
+        if bind is None:
+            raise ValueError(f"policy {policy!r} has no bind(contract); serve it without --env-id")
+        try:
+            bind(contract)
+            reset = await env.reset(env_pb2.ResetRequest(seeds=[0]))
+            request = model_pb2.PredictRequest(
+                context=model_pb2.PredictContext(
+                    session_id="serve-policy-check",
+                    route_id=env_id,
+                    request_id="serve-policy-check:0",
+                    slots=[model_pb2.PredictSlot(env_index=0, episode_id=reset.response.episode_ids[0])],
+                )
+            )
+            request.observation.CopyFrom(reset.response.observation)
+            prediction = await model.predict(request)
+            await env.step(env_pb2.StepRequest(action=prediction.response.action))
+        except Exception as error:
+            raise ValueError(
+                f"policy {policy!r} cannot act in {env_id}: {error} (serve a policy built for {env_id}'s "
+                "spaces)"
+            ) from error
+        return contract
     finally:
-        env.env.close()
+        await env.close(5.0)
 
 
 def _load_policy(args: argparse.Namespace) -> Any:

@@ -8,18 +8,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import AsyncIterator
 from types import ModuleType, TracebackType
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from rlmesh_gym import __version__
+from rlmesh_gym.serve._calls import CallThread
 from rlmesh_gym.serve.auth import TokenInterceptor, validate_token
 from rlmesh_gym.serve.endpoint import (
     DEFAULT_BIND_HOST,
     check_max_message_bytes,
+    check_timeout,
     format_address,
     parse_address,
+    probe_bind,
     server_options,
     warn_if_exposed,
 )
@@ -34,6 +40,10 @@ from rlmesh_gym.serve.handshake import (
 __all__ = ["ServerLifecycle"]
 
 logger = logging.getLogger("rlmesh_gym.serve")
+
+# How long a stop waits for ended Join handlers to finish their clean-up before closing the
+# thread that runs env/model calls (their clean-up may still call into the env or model).
+_HANDLER_CLEANUP_SECONDS = 3.0
 
 
 class ServerLifecycle:
@@ -52,7 +62,9 @@ class ServerLifecycle:
         edition_pin: str,
         allow_remote_shutdown: bool,
         max_message_bytes: int,
+        idle_shutdown: float | None = None,
     ) -> None:
+        self._idle_shutdown = check_timeout("idle_shutdown", idle_shutdown, optional=True)
         self._host, self._requested_port = parse_address(address, default_host=DEFAULT_BIND_HOST)
         self._token = validate_token(token)
         self._edition_sha256 = resolve_edition_pin(edition_pin)
@@ -63,11 +75,36 @@ class ServerLifecycle:
         self._stopped: asyncio.Event | None = None
         self._stop_task: asyncio.Task[None] | None = None
         self._exposure_warning: str | None = None
+        # The served env's or model's calls run here, so one that hangs never blocks this loop.
+        self._calls = CallThread(f"rlmesh-gym-{self._role}-calls")
+        # RPCs in flight (an open Join stream counts until it ends) and when the last one ended.
+        self._in_flight = 0
+        self._quiet_since = 0.0
+        self._idle_watch: asyncio.Task[None] | None = None
+        self._stop_reason: str | None = None
 
     # -- overridden by the concrete servers ----------------------------------------------------
 
+    _service: str  # the full gRPC service name, "rlmesh.env.v1.EnvService" or the model's
+
     def _register(self, server: grpc.aio.Server) -> None:
-        raise TypeError(f"{type(self).__name__} must register its servicer")
+        """Serve Handshake, Join and Shutdown; the unary requests are parsed here, so corrupt bytes
+        get INVALID_ARGUMENT with a plain message instead of grpc's UNKNOWN and a class name."""
+        messages = self._messages
+        handlers = {
+            "Handshake": grpc.unary_unary_rpc_method_handler(
+                self._handshake_rpc, response_serializer=messages.HandshakeResponse.SerializeToString
+            ),
+            "Join": grpc.stream_stream_rpc_method_handler(
+                self._join_rpc,
+                request_deserializer=messages.JoinRequest.FromString,
+                response_serializer=messages.JoinResponse.SerializeToString,
+            ),
+            "Shutdown": grpc.unary_unary_rpc_method_handler(
+                self._shutdown_rpc, response_serializer=messages.ShutdownResponse.SerializeToString
+            ),
+        }
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(self._service, handlers),))
 
     async def _on_stop(self) -> None:
         """End open sessions before the server stops (default: nothing to end)."""
@@ -104,6 +141,17 @@ class ServerLifecycle:
         return self._port
 
     @property
+    def stop_reason(self) -> str | None:
+        """Why the server stopped or is stopping: ``"idle timeout"``, ``"remote shutdown: <reason>"``,
+        ``"stopped"`` (:meth:`stop`); ``None`` while it serves."""
+        return self._stop_reason
+
+    @property
+    def call_in_progress(self) -> bool:
+        """Whether a call into the served object has not returned (a hung ``step`` or ``predict``)."""
+        return self._calls.busy
+
+    @property
     def exposure_warning(self) -> str | None:
         """The warning given when the server binds beyond loopback without a token, else ``None``."""
         return self._exposure_warning
@@ -116,24 +164,28 @@ class ServerLifecycle:
         server = grpc.aio.server(interceptors=interceptors, options=server_options(self._max_message_bytes))
         self._register(server)
         target = format_address(self._host, self._requested_port)
-        try:
-            port = server.add_insecure_port(target)
-        except RuntimeError as error:
-            port = 0
-            cause: BaseException | None = error
-        else:
-            cause = None
+        cause: BaseException | None = probe_bind(self._host, self._requested_port)
+        port = 0
+        if cause is None:
+            try:
+                port = server.add_insecure_port(target)
+            except RuntimeError as error:
+                cause = error
         if port == 0:
             await server.stop(None)
+            reason = f": {cause.strerror.lower()}" if isinstance(cause, OSError) and cause.strerror else ""
             raise OSError(
-                f"{self._role} server could not bind {target} (is the port already in use, or the host not "
-                "an address of this machine?)"
+                f"{self._role} server could not bind {target}{reason} (is the port already in use, or the "
+                "host not an address of this machine?)"
             ) from cause
         self._exposure_warning = warn_if_exposed(self._host, self._token, self._role)
         await server.start()
         self._server = server
         self._port = port
         self._stopped = asyncio.Event()
+        self._quiet_since = time.monotonic()
+        if self._idle_shutdown is not None:
+            self._idle_watch = asyncio.get_running_loop().create_task(self._watch_idle(self._idle_shutdown))
         logger.info("%s server listening on %s", self._role, self.address)
         return self.address
 
@@ -141,18 +193,40 @@ class ServerLifecycle:
         """Stop serving: end open sessions, then let in-flight RPCs finish for ``grace`` seconds."""
         if self._server is None:
             return
-        if self._stop_task is None:
-            self._stop_task = asyncio.get_running_loop().create_task(self._stop(grace))
+        self._begin_stop("stopped", grace)
+        assert self._stop_task is not None
         await asyncio.shield(self._stop_task)
+
+    def _begin_stop(self, reason: str, grace: float | None) -> None:
+        """Start stopping (once; the first reason is kept), in a task of its own."""
+        if self._stop_task is None:
+            self._stop_reason = reason
+            if reason != "stopped":
+                logger.info("%s server on %s shutting down: %s", self._role, self.address, reason)
+            self._stop_task = asyncio.get_running_loop().create_task(self._stop(grace))
 
     async def _stop(self, grace: float | None) -> None:
         server, stopped = self._server, self._stopped
         if server is None or stopped is None:
             return
+        if self._idle_watch is not None and self._idle_watch is not asyncio.current_task():
+            self._idle_watch.cancel()
         try:
             await self._on_stop()
         finally:
             await server.stop(grace)
+            # Let the ended handlers finish their clean-up (it may still call into the env or model).
+            deadline = time.monotonic() + _HANDLER_CLEANUP_SECONDS
+            while self._in_flight and time.monotonic() < deadline:
+                await asyncio.sleep(0.005)
+            if not await self._calls.close(timeout=1.0):
+                logger.warning(
+                    "%s server on %s: a call into the %s has not returned; it is left running in a "
+                    "daemon thread",
+                    self._role,
+                    self.address,
+                    self._noun,
+                )
             stopped.set()
             logger.info("%s server on %s stopped", self._role, self.address)
 
@@ -181,10 +255,50 @@ class ServerLifecycle:
     ) -> None:
         await self.stop()
 
+    # -- activity: what keeps the idle shutdown from firing -------------------------------------
+
+    def _begin_activity(self) -> None:
+        self._in_flight += 1
+
+    def _end_activity(self) -> None:
+        self._in_flight -= 1
+        if not self._in_flight:
+            self._quiet_since = time.monotonic()
+
+    async def _watch_idle(self, idle_shutdown: float) -> None:
+        """Stop the server (reason ``"idle timeout"``) after ``idle_shutdown`` s with no RPC in flight."""
+        while True:
+            quiet = 0.0 if self._in_flight else time.monotonic() - self._quiet_since
+            if not self._in_flight and quiet >= idle_shutdown:
+                self._begin_stop("idle timeout", 1.0)
+                return
+            await asyncio.sleep(idle_shutdown - quiet if not self._in_flight else min(idle_shutdown, 0.5))
+
+    async def _join_rpc(self, requests: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        """The service's ``Join``: the stream counts as activity from its start to its very end."""
+        self._begin_activity()
+        stream = self._join(requests, context)
+        try:
+            async for response in stream:
+                yield response
+        finally:
+            try:
+                await stream.aclose()
+            finally:
+                self._end_activity()
+
+    def _join(self, requests: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        raise TypeError(f"{type(self).__name__} must implement Join")
+
     # -- Handshake and Shutdown RPCs --------------------------------------------------------------
 
-    async def _handshake_rpc(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return self._handshake(request)
+    async def _handshake_rpc(self, data: bytes, context: grpc.aio.ServicerContext) -> Any:
+        self._begin_activity()
+        try:
+            request = await _parse(self._messages.HandshakeRequest, data, context)
+            return self._handshake(request)
+        finally:
+            self._end_activity()
 
     def _handshake(self, request: Any) -> Any:
         """Upstream's ``HandshakeResponse``: the verdict on ``request``, our editions and capabilities."""
@@ -212,16 +326,29 @@ class ServerLifecycle:
             )
         return response
 
-    async def _shutdown_rpc(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        accepted, message = self._answer_shutdown(request.reason)
-        return self._messages.ShutdownResponse(accepted=accepted, message=message)
+    async def _shutdown_rpc(self, data: bytes, context: grpc.aio.ServicerContext) -> Any:
+        self._begin_activity()
+        try:
+            request = await _parse(self._messages.ShutdownRequest, data, context)
+            accepted, message = self._answer_shutdown(request.reason)
+            return self._messages.ShutdownResponse(accepted=accepted, message=message)
+        finally:
+            self._end_activity()
 
     def _answer_shutdown(self, reason: str) -> tuple[bool, str]:
         """Upstream's Shutdown answer; when accepted the server stops right after replying."""
         if not self._allow_remote_shutdown:
             return False, f"remote shutdown is disabled for this {self._noun} endpoint"
-        logger.info("%s server on %s: remote shutdown accepted (%s)", self._role, self.address, reason)
-        if self._stop_task is None:
-            # A task, so the Shutdown reply goes out first: the grace period lets that RPC finish.
-            self._stop_task = asyncio.get_running_loop().create_task(self._stop(1.0))
+        # A task, so the Shutdown reply goes out first: the grace period lets that RPC finish.
+        self._begin_stop(f"remote shutdown: {reason}", 1.0)
         return True, f"shutdown accepted: {reason}"
+
+
+async def _parse(message_type: Any, data: bytes, context: grpc.aio.ServicerContext) -> Any:
+    """``data`` as a ``message_type``; bytes that do not parse abort the call with INVALID_ARGUMENT."""
+    try:
+        return message_type.FromString(data)
+    except DecodeError as error:
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT, f"malformed {message_type.DESCRIPTOR.name}: {error}"
+        )

@@ -11,6 +11,7 @@ image batches pass, and an absurd message is refused by gRPC before it is buffer
 from __future__ import annotations
 
 import ipaddress
+import socket
 import warnings
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "format_address",
     "is_loopback",
     "parse_address",
+    "probe_bind",
     "SERVER_MIN_PING_INTERVAL_MS",
     "server_options",
     "warn_if_exposed",
@@ -164,3 +166,29 @@ def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[t
         # Refuse a second server on the same port instead of silently sharing it.
         ("grpc.so_reuseport", 0),
     ]
+
+
+def probe_bind(host: str, port: int) -> OSError | None:
+    """Why a server could not listen on ``host:port`` (checked with a throw-away socket), else ``None``.
+
+    Servers check this before asking gRPC to bind, because gRPC's own failure prints a core log
+    line to stderr before the error can be reported. Port 0 always binds. Like gRPC, the probe
+    sets ``SO_REUSEADDR``, and a host with several addresses is usable when any of them binds.
+    """
+    if port == 0:
+        return None
+    try:
+        candidates = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as error:
+        return error
+    failure: OSError | None = None
+    for family, kind, protocol, _, address in candidates:
+        try:
+            with socket.socket(family, kind, protocol) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(address)
+        except OSError as error:
+            failure = error
+        else:
+            return None
+    return failure

@@ -122,7 +122,9 @@ def evaluate_handshake(
     """Decide whether a client may talk to this server, with upstream's rules and messages.
 
     1. The trimmed ``protocol_generation`` must be :data:`PROTOCOL_GENERATION`.
-    2. The selected edition is the highest offered edition that is supported.
+    2. The selected edition is the highest offered edition that is supported; each offer is
+       trimmed before it is compared (``" 2026.06 "`` is ``2026.06``), while a refusal quotes
+       the offers as sent.
     3. The edition is provisional, so the offered SHA must equal ``edition_sha256`` (whatever
        status the client states).
     """
@@ -139,7 +141,7 @@ def evaluate_handshake(
             "negotiation and are not supported); server supports "
             + _editions_text(SUPPORTED_WORKFLOW_EDITIONS),
         )
-    mutual = sorted(set(offered) & set(SUPPORTED_WORKFLOW_EDITIONS))
+    mutual = sorted({edition.strip() for edition in offered} & set(SUPPORTED_WORKFLOW_EDITIONS))
     if not mutual:
         return HandshakeVerdict(
             False,

@@ -24,17 +24,23 @@ contract), and requests of one stream are answered in arrival order, each with i
 ``request_id``. A route's contract fixes the spaces: while a route is open, a ``bind``-able
 model refuses another route with different spaces.
 
-Errors: malformed ``ConfigureRoute``/``CloseRoute`` requests, an empty request and a failing
-``close_route`` are ``INVALID_REQUEST``; a ``Predict`` for a route that was never configured
-is ``NOT_CONFIGURED`` (rlmesh 0.1.0b3 says ``INTERNAL``; the edition document and this
-package say ``NOT_CONFIGURED``); a malformed ``Predict`` context and every model failure are
-``INTERNAL`` (recoverable as the model's error says), and so is a reply larger than the
-server's ``max_message_bytes`` (the stream stays open).
+A model served unbound is bound on the first route; once all routes have closed, a route with
+other spaces gets a fresh copy of it (a model bound before serving keeps its spaces).
+
+Errors carry upstream's codes and texts: malformed ``ConfigureRoute``/``CloseRoute`` requests, an
+empty request and a failing ``close_route`` are ``INVALID_REQUEST``; a malformed ``Predict``
+context, more slots than the route's lanes and every model failure are ``INTERNAL``
+(recoverable as the model's error says), and so is a reply larger than the server's
+``max_message_bytes`` (the stream stays open). A ``Predict`` for a route that was never
+configured is ``NOT_CONFIGURED`` (rlmesh 0.1.0b3 says ``INTERNAL``; the edition document and
+this package say ``NOT_CONFIGURED``). The model's calls run in the server's call thread, never on
+the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -42,7 +48,7 @@ from itertools import count
 
 import grpc
 
-from rlmesh_gym.proto import env_pb2, model_pb2, model_pb2_grpc
+from rlmesh_gym.proto import env_pb2, model_pb2, spaces_pb2
 from rlmesh_gym.runtime.errors import RuntimeDriverError
 from rlmesh_gym.runtime.seams import RuntimeModel
 from rlmesh_gym.serve._lifecycle import ServerLifecycle
@@ -85,6 +91,10 @@ class ModelServer(ServerLifecycle):
         allow_remote_shutdown: Whether a ``Shutdown`` RPC may stop the server.
         idle_timeout: End a stream whose client sent nothing, or left a reply unread, for this
             many seconds (``None``: never); its routes are closed.
+        idle_shutdown: Stop the whole server (:attr:`stop_reason` ``"idle timeout"``) once no RPC
+            has been in flight for this many seconds (``None``: never), as upstream's
+            ``idle_timeout``. An open ``Join`` stream counts as in flight until it ends, so this
+            never fires during a session; combine it with ``idle_timeout`` to cut quiet clients off.
         close_timeout: Seconds given to the model's ``close_route`` for each route.
         max_message_bytes: gRPC send and receive limit (256 MiB by default, as upstream).
     """
@@ -93,6 +103,7 @@ class ModelServer(ServerLifecycle):
     _noun = "model"
     _messages = model_pb2
     _capabilities = MODEL_CAPABILITIES
+    _service = "rlmesh.model.v1.ModelService"
 
     def __init__(
         self,
@@ -103,6 +114,7 @@ class ModelServer(ServerLifecycle):
         edition_pin: str = DEFAULT_EDITION_PIN,
         allow_remote_shutdown: bool = False,
         idle_timeout: float | None = None,
+        idle_shutdown: float | None = None,
         close_timeout: float = 5.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
@@ -120,6 +132,7 @@ class ModelServer(ServerLifecycle):
             edition_pin=edition_pin,
             allow_remote_shutdown=allow_remote_shutdown,
             max_message_bytes=max_message_bytes,
+            idle_shutdown=idle_shutdown,
         )
         self._model = model
         self._idle_timeout = idle_timeout
@@ -127,7 +140,9 @@ class ModelServer(ServerLifecycle):
         self._model_lock = asyncio.Lock()
         # Every open route: its contract and the stream that configured it.
         self._routes: dict[RouteKey, tuple[env_pb2.EnvContract, int]] = {}
-        self._bound_spaces: bytes | None = None
+        self._bound_spaces = _model_spaces_fingerprint(model)
+        # A copy of a model served unbound, to bind afresh when a later client brings other spaces.
+        self._unbound_model = _unbound_copy(model) if self._bound_spaces is None else None
         self._sessions: dict[int, SessionGuard] = {}
         self._stream_ids = count(1)
 
@@ -140,9 +155,6 @@ class ModelServer(ServerLifecycle):
     def routes(self) -> list[RouteKey]:
         """The ``(session_id, route_id)`` of every configured route."""
         return list(self._routes)
-
-    def _register(self, server: grpc.aio.Server) -> None:
-        model_pb2_grpc.add_ModelServiceServicer_to_server(_ModelServicer(self), server)
 
     async def _on_stop(self) -> None:
         for guard in list(self._sessions.values()):
@@ -210,7 +222,7 @@ class ModelServer(ServerLifecycle):
                     raise _RequestFailed(_INVALID_REQUEST, "; ".join(failures))
                 response.close.SetInParent()
             else:
-                raise _RequestFailed(_INVALID_REQUEST, "empty request")
+                raise _RequestFailed(_INVALID_REQUEST, "empty model request")
             problem = self._oversize_reply(response, operation)
             if problem is not None:
                 raise _RequestFailed(_INTERNAL, problem)
@@ -223,42 +235,34 @@ class ModelServer(ServerLifecycle):
         return response
 
     async def _configure_route(self, request: model_pb2.ConfigureRouteRequest, stream: int) -> None:
+        # Upstream's checks and texts, in upstream's order.
+        if not request.HasField("context"):
+            raise _RequestFailed(_INVALID_REQUEST, "configure_route missing route context")
         context = request.context
-        if not context.session_id or not context.route_id:
-            raise _RequestFailed(
-                _INVALID_REQUEST, "configure_route needs a context with a non-empty session_id and route_id"
-            )
-        if not request.HasField("env_contract") or request.env_contract.num_envs < 1:
-            raise _RequestFailed(_INVALID_REQUEST, "configure_route needs an env_contract with num_envs > 0")
+        if not context.route_id:
+            raise _RequestFailed(_INVALID_REQUEST, "configure_route route_id is empty")
+        if not context.session_id:
+            raise _RequestFailed(_INVALID_REQUEST, "configure_route missing session_id or route_id")
+        if not request.HasField("env_contract"):
+            raise _RequestFailed(_INVALID_REQUEST, "configure_route missing env_contract")
         contract = request.env_contract
+        if contract.num_envs < 1:
+            raise _RequestFailed(_INVALID_REQUEST, "configure_route env_contract.num_envs must be positive")
         for name in ("observation_space", "action_space"):
             if not contract.HasField(name):
-                raise _RequestFailed(_INVALID_REQUEST, f"configure_route: env_contract has no {name}")
+                # Deliberate difference: upstream stores such a route; our models need both spaces.
+                raise _RequestFailed(
+                    _INVALID_REQUEST,
+                    f"configure_route env_contract has no {name} (a model needs both spaces to act)",
+                )
         key = (context.session_id, context.route_id)
         owner = self._routes.get(key)
         if owner is not None and owner[1] != stream:
             raise _RequestFailed(
                 _INVALID_REQUEST, f"route {_route_name(key)} is already configured by another model session"
             )
-        bind = getattr(self._model, "bind", None)
-        if bind is not None:
-            spaces = _spaces_fingerprint(contract)
-            others = [other for other in self._routes if other != key]
-            if others and spaces != self._bound_spaces:
-                raise _RequestFailed(
-                    _INVALID_REQUEST,
-                    f"this model is bound to the spaces of route {_route_name(others[0])}; route "
-                    f"{_route_name(key)} has different observation/action spaces (serve one model per env)",
-                )
-            async with self._model_lock:
-                try:
-                    bind(contract)
-                except Exception as error:
-                    raise _RequestFailed(
-                        _INVALID_REQUEST,
-                        f"configure_route: the model cannot act in this env: {type(error).__name__}: {error}",
-                    ) from error
-            self._bound_spaces = spaces
+        if callable(getattr(self._model, "bind", None)):
+            await self._bind(contract, key)
         stored = env_pb2.EnvContract()
         stored.CopyFrom(contract)
         self._routes[key] = (stored, stream)
@@ -266,9 +270,48 @@ class ModelServer(ServerLifecycle):
             "model route %s configured (%s, num_envs=%d)", _route_name(key), contract.id, contract.num_envs
         )
 
+    async def _bind(self, contract: env_pb2.EnvContract, key: RouteKey) -> None:
+        """Bind the model to ``contract``'s spaces, unless it already is.
+
+        While a route is open the spaces are fixed. Once every route has closed, a model that
+        was unbound when served is replaced by a fresh copy bound to the new spaces; a model
+        bound before serving (``serve-policy --env-id``) keeps its spaces for good.
+        """
+        spaces = _spaces_fingerprint(contract)
+        if spaces == self._bound_spaces:
+            return  # already bound to these spaces: nothing to wait for, even behind a busy model
+        others = [other for other in self._routes if other != key]
+        if others:
+            raise _RequestFailed(
+                _INVALID_REQUEST,
+                f"this model is bound to the spaces of route {_route_name(others[0])}; route "
+                f"{_route_name(key)} has different observation/action spaces (serve one model per env, "
+                "or configure this route once the other routes are closed)",
+            )
+        model = self._model
+        if self._bound_spaces is not None:
+            if self._unbound_model is None:
+                raise _RequestFailed(
+                    _INVALID_REQUEST,
+                    f"configure_route: this model was bound to other spaces before it was served and "
+                    f"cannot act in {contract.id or 'this env'}; serve a policy built for this env",
+                )
+            model = copy.deepcopy(self._unbound_model)
+        async with self._model_lock:
+            try:
+                await self._calls.call(model.bind, contract)
+            except Exception as error:
+                raise _RequestFailed(
+                    _INVALID_REQUEST,
+                    f"configure_route: the model cannot act in this env: {type(error).__name__}: {error}",
+                ) from error
+        self._model = model
+        self._bound_spaces = spaces
+
     async def _predict(
         self, request: model_pb2.PredictRequest, response: model_pb2.JoinResponse, stream: int
     ) -> None:
+        _check_predict_context(request)
         context = request.context
         key = (context.session_id, context.route_id)
         route = self._routes.get(key)
@@ -279,10 +322,15 @@ class ModelServer(ServerLifecycle):
                 "ConfigureRoute first)",
             )
         _check_owner(key, route[1], stream, "predict on")
-        _check_slots(context, route[0].num_envs)
+        if len(context.slots) > route[0].num_envs:
+            raise _RequestFailed(
+                _INTERNAL,
+                f"model error: predict route has more slots than configured route ({len(context.slots)} "
+                f"slots, num_envs={route[0].num_envs})",
+            )
         async with self._model_lock:
             try:
-                prediction = await self._model.predict(request)
+                prediction = await self._calls.call(self._model.predict, request)
             except RuntimeDriverError as error:
                 raise _RequestFailed(_INTERNAL, f"model error: {error}", error.recoverable) from error
             except Exception as error:
@@ -296,10 +344,8 @@ class ModelServer(ServerLifecycle):
 
     async def _close_route(self, request: model_pb2.CloseRouteRequest, stream: int) -> None:
         context = request.context
-        if not context.session_id or not context.route_id:
-            raise _RequestFailed(
-                _INVALID_REQUEST, "close_route needs a context with a non-empty session_id and route_id"
-            )
+        if not context.route_id:
+            raise _RequestFailed(_INVALID_REQUEST, "close_route missing route_id")
         key = (context.session_id, context.route_id)
         route = self._routes.get(key)
         if route is None:
@@ -326,8 +372,8 @@ class ModelServer(ServerLifecycle):
         key = (request.context.session_id, request.context.route_id)
         async with self._model_lock:
             try:
-                await asyncio.wait_for(
-                    self._model.close_route(request, self._close_timeout), self._close_timeout
+                await self._calls.call(
+                    self._model.close_route, request, self._close_timeout, timeout=self._close_timeout
                 )
             except asyncio.TimeoutError:
                 return (
@@ -355,31 +401,51 @@ def _check_owner(key: RouteKey, owner: int, stream: int, action: str) -> None:
 
 
 def _spaces_fingerprint(contract: env_pb2.EnvContract) -> bytes:
+    return _fingerprint(contract.observation_space, contract.action_space)
+
+
+def _fingerprint(observation: spaces_pb2.SpaceSpec, action: spaces_pb2.SpaceSpec) -> bytes:
     return (
-        contract.observation_space.SerializeToString(deterministic=True)
+        observation.SerializeToString(deterministic=True)
         + b"\0|\0"
-        + contract.action_space.SerializeToString(deterministic=True)
+        + action.SerializeToString(deterministic=True)
     )
 
 
-def _check_slots(context: model_pb2.PredictContext, num_envs: int) -> None:
-    """Upstream's predict-context rules; violations are INTERNAL with upstream's wording."""
-    if not context.route_id:
-        raise _RequestFailed(_INTERNAL, "internal error: model route context missing route_id")
-    if not context.request_id:
-        raise _RequestFailed(_INTERNAL, "internal error: model route context missing request_id")
-    if not context.slots:
-        raise _RequestFailed(_INTERNAL, "internal error: model route context has no slots")
-    if len(context.slots) > num_envs:
-        raise _RequestFailed(
-            _INTERNAL,
-            f"internal error: model route context has {len(context.slots)} slots but the route has "
-            f"num_envs={num_envs}",
+def _model_spaces_fingerprint(model: RuntimeModel) -> bytes | None:
+    """The spaces a model is already bound to (its ``observation_spec``/``action_spec``), else ``None``."""
+    observation, action = getattr(model, "observation_spec", None), getattr(model, "action_spec", None)
+    if isinstance(observation, spaces_pb2.SpaceSpec) and isinstance(action, spaces_pb2.SpaceSpec):
+        return _fingerprint(observation, action)
+    return None
+
+
+def _unbound_copy(model: RuntimeModel) -> RuntimeModel | None:
+    """A deep copy of an unbound, bind-able model (``None`` when it cannot be copied)."""
+    if not callable(getattr(model, "bind", None)):
+        return None
+    try:
+        return copy.deepcopy(model)
+    except Exception as error:
+        logger.info(
+            "model server: %s cannot be copied (%s); it can be bound once only", type(model).__name__, error
         )
+        return None
+
+
+def _check_predict_context(request: model_pb2.PredictRequest) -> None:
+    """Upstream's predict-context rules, in its order; violations are INTERNAL with upstream's texts."""
+    if not request.HasField("context"):
+        raise _RequestFailed(_INTERNAL, "internal error: model request missing route context")
+    context = request.context
+    if not context.route_id:
+        raise _RequestFailed(_INTERNAL, "internal error: model route_id is empty")
+    if not context.request_id:
+        raise _RequestFailed(_INTERNAL, "internal error: model request_id is empty")
+    if not context.slots:
+        raise _RequestFailed(_INTERNAL, "internal error: model route must include at least one slot")
     seen: set[int] = set()
     for position, slot in enumerate(context.slots):
-        if not slot.episode_id:
-            raise _RequestFailed(_INTERNAL, f"internal error: model route slot {position} missing episode_id")
         if slot.env_index < 0:
             raise _RequestFailed(
                 _INTERNAL,
@@ -387,15 +453,8 @@ def _check_slots(context: model_pb2.PredictContext, num_envs: int) -> None:
             )
         if slot.env_index in seen:
             raise _RequestFailed(
-                _INTERNAL, f"internal error: model route slot {position} repeats env_index {slot.env_index}"
+                _INTERNAL, f"internal error: model route has duplicate env_index {slot.env_index}"
             )
         seen.add(slot.env_index)
-
-
-class _ModelServicer:
-    """The ModelService handlers, bound to the server (grpc.aio inspects them: Join is an async generator)."""
-
-    def __init__(self, server: ModelServer) -> None:
-        self.Handshake = server._handshake_rpc
-        self.Join = server._join
-        self.Shutdown = server._shutdown_rpc
+        if not slot.episode_id:
+            raise _RequestFailed(_INTERNAL, f"internal error: model route slot {position} missing episode_id")

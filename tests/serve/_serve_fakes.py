@@ -10,6 +10,7 @@ import zlib
 from collections.abc import Coroutine
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from rlmesh_gym.proto import env_pb2, model_pb2, spaces_pb2
@@ -197,3 +198,19 @@ def decode_png(data: bytes) -> tuple[tuple[int, int, int, int], np.ndarray]:
     rows = np.frombuffer(zlib.decompress(chunks[b"IDAT"]), np.uint8).reshape(height, 1 + width * channels)
     assert (rows[:, 0] == 0).all()
     return (width, height, depth, color), rows[:, 1:].reshape(height, width, channels)
+
+
+class PlainGymEnv(gym.Env):
+    """A minimal gymnasium env with CartPole's spaces that, unlike CartPole, does not itself
+    assert a reset before ``step``; reward 1 per step, never done."""
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(4, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(4, np.float32), 1.0, False, False, {}

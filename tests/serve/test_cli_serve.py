@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import queue
-import re
 import signal
-import subprocess
-import sys
-import threading
+import socket
 
 import numpy as np
 import pytest
 from _serve_fakes import port_is_free, run
+from _served import Served
 from rlmesh import _rlmesh as b3
 
 from rlmesh_gym.cli import main
@@ -22,73 +18,6 @@ from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.runtime import RuntimeDriver, RuntimeSessionSpec
 from rlmesh_gym.runtime.errors import EnvRpcError
 from rlmesh_gym.serve import EnvServer, RemoteEnv, RemoteModel
-
-BANNER = re.compile(r"^rlmesh-gym: serving .* on (\S+)$")
-
-
-class Served:
-    """``python -m rlmesh_gym ARGS`` in a subprocess; every wait on it is bounded."""
-
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "rlmesh_gym", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-        )
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        self.stdout: list[str] = []
-        self.stderr: list[str] = []
-        # One reader per pipe, so neither fills up and blocks the server.
-        self._readers = [
-            threading.Thread(target=self._read_stdout, daemon=True),
-            threading.Thread(target=self._read_stderr, daemon=True),
-        ]
-        for reader in self._readers:
-            reader.start()
-
-    def _read_stdout(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
-
-    def _read_stderr(self) -> None:
-        assert self.process.stderr is not None
-        self.stderr.extend(self.process.stderr)
-
-    def address(self, timeout: float = 60.0) -> str:
-        while True:
-            line = self.lines.get(timeout=timeout)
-            if line is None:
-                raise AssertionError(f"server exited early: {self.finish()}")
-            self.stdout.append(line)
-            match = BANNER.match(line)
-            if match:
-                return match.group(1)
-
-    def finish(self, signum: int | None = None, timeout: float = 30.0) -> tuple[int, str, str]:
-        """Send ``signum`` (if still running), wait for the exit; return (code, stdout, stderr)."""
-        if signum is not None and self.process.poll() is None:
-            self.process.send_signal(signum)
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout)
-        for reader in self._readers:
-            reader.join(timeout)
-        while True:
-            try:
-                line = self.lines.get_nowait()
-            except queue.Empty:
-                break
-            if line is not None:
-                self.stdout.append(line)
-        self.process.stdout.close()
-        self.process.stderr.close()
-        return self.process.returncode, "\n".join(self.stdout), "".join(self.stderr)
 
 
 def test_serve_env_serves_the_b3_runtime_and_stops_cleanly_on_sigterm(no_leaked_threads):
@@ -228,3 +157,45 @@ def test_a_taken_port_is_a_runtime_failure(capsys):
 
     assert run(scenario()) == 1
     assert "could not bind" in capsys.readouterr().err
+
+
+def test_a_taken_port_gives_one_error_line_and_no_grpc_log():
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        address = f"127.0.0.1:{holder.getsockname()[1]}"
+        served = Served("serve-env", "CartPole-v1", "--address", address)
+        code, stdout, stderr = served.finish(timeout=60)
+    assert code == 1
+    assert stderr.splitlines() == [
+        f"rlmesh-gym: error: env server could not bind {address}: address already in use (is the port "
+        "already in use, or the host not an address of this machine?)"
+    ]
+    assert "add_port" not in stderr
+
+
+def test_serve_env_stops_itself_after_the_idle_shutdown():
+    served = Served("serve-env", "CartPole-v1", "--address", "127.0.0.1:0", "--idle-shutdown", "1")
+    address = served.address()
+
+    async def one_session() -> int:
+        remote = await RemoteEnv.connect(address)
+        reset = await remote.reset(env_pb2.ResetRequest(seeds=[9]))
+        await remote.close()
+        return len(reset.response.episode_ids)
+
+    lanes = run(one_session())
+    code, stdout, stderr = served.finish(timeout=30)  # no signal: it must stop on its own
+    assert lanes == 1
+    assert code == 0, stderr
+    assert stdout.endswith(f"stopped serving on {address} (idle timeout)")
+    assert port_is_free(int(address.rsplit(":", 1)[1]))
+
+
+def test_serve_policy_refuses_a_policy_that_cannot_act_in_the_env_before_serving():
+    served = Served("serve-policy", "--env-id", "MountainCar-v0", "--address", "127.0.0.1:0")
+    code, stdout, stderr = served.finish(timeout=120)
+    assert code == 2
+    assert "serving" not in stdout
+    assert stderr.startswith("rlmesh-gym: error: policy 'pretrained:cartpole' cannot act in MountainCar-v0: ")
+    assert "expected observations with last dimension 4, got shape (1, 2)" in stderr

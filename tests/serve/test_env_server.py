@@ -181,7 +181,7 @@ def test_render_mask_may_select_at_most_one_existing_lane():
     two, missing, lane1 = run(scenario())
     assert (two.error.code, two.error.message) == (
         env_pb2.ENV_ERROR_CODE_INVALID_ACTION,
-        "render mask selects lanes [0, 1]; at most one lane may be selected",
+        "render requests support at most one env_index (the mask selects lanes [0, 1])",
     )
     assert missing.error.code == env_pb2.ENV_ERROR_CODE_INVALID_ACTION
     assert "lanes 0..1" in missing.error.message

@@ -35,6 +35,10 @@ VARIANTS = {
     "no editions": {"supported_workflow_editions": []},
     "unknown edition": {"supported_workflow_editions": ["2099.01"]},
     "unknown and known edition": {"supported_workflow_editions": ["2099.01", "2026.06"]},
+    "padded edition": {"supported_workflow_editions": [" 2026.06 "]},
+    "tab-padded edition and another": {"supported_workflow_editions": ["2026.06\t", "2027.01"]},
+    "padded unknown editions": {"supported_workflow_editions": ["x ", " y"]},
+    "blank edition": {"supported_workflow_editions": ["  "]},
     "rc2 generation": {"protocol_generation": "rlmesh-wire-v1"},
     "padded generation": {"protocol_generation": "  rlmesh.protocol.v1 "},
     "no generation": {"protocol_generation": ""},
@@ -76,6 +80,21 @@ def test_our_verdict_and_text_match_the_b3_server(name, b3_answers):
     assert ours.compatible == upstream.compatible
     assert ours.error_message == upstream.error_message
     assert ours.selected_edition == upstream.selected_workflow_edition
+
+
+def test_our_env_server_accepts_a_padded_edition_offer():
+    from _serve_fakes import CountingEnv, run
+
+    from rlmesh_gym.serve import EnvServer
+
+    async def scenario():
+        async with EnvServer(CountingEnv()) as server, grpc.aio.insecure_channel(server.address) as channel:
+            stub = env_pb2_grpc.EnvServiceStub(channel)
+            return await stub.Handshake(request_variant(VARIANTS["padded edition"]), timeout=10)
+
+    answer = run(scenario())
+    assert answer.compatible, answer.error_message
+    assert answer.selected_workflow_edition == "2026.06"
 
 
 def test_the_pin_message_names_both_builds():
@@ -211,7 +230,7 @@ def test_png_frames_round_trip(shape, color):
     np.testing.assert_array_equal(pixels, expected.astype(np.uint8))
 
 
-@pytest.mark.parametrize("shape", [(5,), (2, 5, 7), (5, 7, 2), (0, 7, 3), (1, 2, 3, 4)])
+@pytest.mark.parametrize("shape", [(5,), (2, 5, 7), (5, 7, 2), (5, 7, 1), (0, 7, 3), (1, 2, 3, 4)])
 def test_png_refuses_non_images(shape):
     with pytest.raises(ValueError, match="cannot encode a frame of shape"):
         encode_png(np.zeros(shape, np.uint8))

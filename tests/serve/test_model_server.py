@@ -139,7 +139,7 @@ def test_error_codes_follow_the_edition():
         model_pb2.JoinRequest(predict=no_slots, request_id="none"),
         model_pb2.JoinRequest(request_id="empty"),
         model_pb2.JoinRequest(
-            close_route=model_pb2.CloseRouteRequest(context=model_pb2.PredictContext(route_id="r")),
+            close_route=model_pb2.CloseRouteRequest(context=model_pb2.PredictContext(session_id="s")),
             request_id="bad-close-route",
         ),
         model_pb2.JoinRequest(close=model_pb2.CloseRequest(reason="bye"), request_id="close"),
@@ -172,10 +172,10 @@ def test_error_codes_follow_the_edition():
     assert messages[0].startswith("model error: model route was not configured")
     assert messages[4] == "internal error: model route slot 0 missing episode_id"
     assert messages[5] == "internal error: model route slot 1 has negative env_index -1"
-    assert messages[6] == "internal error: model route slot 1 repeats env_index 0"
-    assert "3 slots but the route has num_envs=2" in messages[7]
-    assert messages[8] == "internal error: model route context has no slots"
-    assert messages[9] == "empty request"
+    assert messages[6] == "internal error: model route has duplicate env_index 0"
+    assert messages[7].startswith("model error: predict route has more slots than configured route")
+    assert messages[8] == "internal error: model route must include at least one slot"
+    assert messages[9] == "empty model request"
 
 
 def test_model_failures_are_internal_with_the_models_recoverability():
@@ -348,3 +348,62 @@ def test_only_the_stream_that_configured_a_route_may_predict_on_or_close_it():
     assert model.predicts == 2  # the intruder's predict never reached the model
     assert np.frombuffer(after.response.action.bytes.data, np.int64).tolist() == [1]
     assert model.closed_routes == [("s", "r", "client closed the session")]
+
+
+def test_a_closed_route_with_other_spaces_does_not_lock_later_clients_out():
+    from rlmesh_gym.envs import GymVectorEnv
+    from rlmesh_gym.policies import RandomPolicy
+
+    cartpole = GymVectorEnv.make("CartPole-v1", num_envs=2).contract
+    mountain_car = GymVectorEnv.make("MountainCar-v0", num_envs=2).contract
+
+    async def scenario():
+        async with ModelServer(RandomPolicy(seed=3)) as server:
+            first = await RemoteModel.connect(server.address)
+            await first.configure_route(cartpole, session_id="a", route_id="r")
+            second = await RemoteModel.connect(server.address)
+            with pytest.raises(RemoteModelError) as refused_while_open:
+                await second.configure_route(mountain_car, session_id="b", route_id="r")
+            await first.close()
+            # The first client is gone: the policy may take the next client's spaces.
+            await second.configure_route(mountain_car, session_id="b", route_id="r")
+            request = model_pb2.PredictRequest(
+                context=model_pb2.PredictContext(
+                    session_id="b",
+                    route_id="r",
+                    request_id="q",
+                    slots=[model_pb2.PredictSlot(env_index=i, episode_id=f"e{i}") for i in range(2)],
+                )
+            )
+            request.observation.bytes.data = np.zeros((2, 2), np.float32).tobytes()
+            actions = (await second.predict(request)).response.action.bytes.data
+            await second.close()
+            return refused_while_open.value, np.frombuffer(actions, np.int64)
+
+    refused, actions = run(scenario())
+    assert "different observation/action spaces" in refused.server_message
+    assert actions.shape == (2,) and set(actions.tolist()) <= {0, 1, 2}
+
+
+def test_a_policy_bound_before_serving_keeps_its_spaces():
+    from rlmesh_gym.envs import GymVectorEnv
+    from rlmesh_gym.policies import RandomPolicy
+
+    cartpole = GymVectorEnv.make("CartPole-v1", num_envs=1).contract
+    mountain_car = GymVectorEnv.make("MountainCar-v0", num_envs=1).contract
+
+    async def scenario():
+        async with ModelServer(RandomPolicy(seed=3, contract_or_spaces=cartpole)) as server:
+            remote = await RemoteModel.connect(server.address)
+            await remote.configure_route(cartpole, session_id="a", route_id="r")
+            await remote.close_route(
+                model_pb2.CloseRouteRequest(context=model_pb2.PredictContext(session_id="a", route_id="r"))
+            )
+            with pytest.raises(RemoteModelError) as refused:
+                await remote.configure_route(mountain_car, session_id="a", route_id="r2")
+            await remote.close()
+            return refused.value
+
+    refused = run(scenario())
+    assert refused.code_name == "INVALID_REQUEST"
+    assert "bound to other spaces before it was served" in refused.server_message
