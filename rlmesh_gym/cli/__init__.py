@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
 from rlmesh_gym import __version__
+from rlmesh_gym._audience import address_command_line
 
 # Subcommand modules, in the order `--help` lists them.
 _COMMANDS: tuple[str, ...] = ("eval_command", "inspect_command", "episodes_command", "serve_command")
@@ -33,6 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit code."""
+    address_command_line()
+    # `--policy my_module:attr` finds modules in the working directory, as `python -m` would;
+    # appended, so a local file never shadows an installed package.
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

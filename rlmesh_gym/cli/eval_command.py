@@ -6,6 +6,11 @@ import argparse
 from typing import Any
 
 from rlmesh_gym.cli._env_arguments import add_autoreset_argument, add_vectorization_argument
+from rlmesh_gym.cli._policy_arguments import (
+    POLICY_METAVAR,
+    add_policy_factory_argument,
+    policy_from_arguments,
+)
 from rlmesh_gym.cli._report import report_error
 
 __all__ = ["register", "run"]
@@ -38,7 +43,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--policy",
         default=None,
-        metavar="PATH|module:attr|random",
+        metavar=POLICY_METAVAR,
         help=(
             "a saved policy file, 'package.module:attr' (an nn.Module, a factory, a RuntimeModel or a "
             "numpy callable), 'random', or 'pretrained:NAME' (default: the shipped policy for ENV_ID)"
@@ -107,6 +112,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="allow a --policy file holding a whole pickled module (runs code from the file)",
     )
+    add_policy_factory_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -126,7 +132,10 @@ def run(args: argparse.Namespace) -> int:
         from rlmesh_gym.cli.serve_command import run_remote_eval
 
         return run_remote_eval(args)
-    policy = args.policy
+    try:
+        policy = policy_from_arguments(args)
+    except (ValueError, TypeError) as exc:
+        return report_error(str(exc), 2)
     if policy is None:
         import gymnasium
 

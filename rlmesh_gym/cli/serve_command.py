@@ -23,6 +23,7 @@ import warnings
 from typing import Any
 
 from rlmesh_gym.cli._env_arguments import add_autoreset_argument, add_vectorization_argument
+from rlmesh_gym.cli._policy_arguments import add_policy_factory_argument, policy_from_arguments
 from rlmesh_gym.cli._report import report_error, report_warning
 
 __all__ = ["register", "run_remote_eval", "run_serve_env", "run_serve_policy"]
@@ -96,6 +97,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="allow a policy file holding a whole pickled module (runs code from the file)",
     )
+    add_policy_factory_argument(policy)
     _add_endpoint_arguments(policy, DEFAULT_MODEL_ADDRESS)
     policy.set_defaults(func=run_serve_policy)
 
@@ -301,6 +303,8 @@ def _contract_of(env_id: str) -> Any:
 
 def _load_policy(args: argparse.Namespace) -> Any:
     """An unbound RuntimeModel for POLICY; it gets its spaces later through ``bind``."""
+    if args.policy_factory is not None:
+        return policy_from_arguments(args, deterministic=not args.stochastic)
     from rlmesh_gym.evaluation._resolve import pretrained_module, resolve_policy
 
     if args.policy.startswith("pretrained:"):
@@ -381,7 +385,7 @@ async def _remote_eval(args: argparse.Namespace) -> Any:
             )
             policy: Any = model
         else:
-            policy = args.policy or _shipped_policy(env.contract.id)
+            policy = policy_from_arguments(args) or _shipped_policy(env.contract.id)
         return await evaluate_async(
             env,
             policy,

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         RemoteModelError,
         SessionBusyError,
     )
+    from rlmesh_gym.serve.endpoint import InsecureBindWarning
     from rlmesh_gym.serve.handshake import DEFAULT_EDITION_PIN, EDITION_PINS
     from rlmesh_gym.serve.model_client import RemoteModel
     from rlmesh_gym.serve.model_server import ModelServer
@@ -42,6 +43,7 @@ __all__ = [
     "AuthenticationError",
     "EnvServer",
     "HandshakeRejectedError",
+    "InsecureBindWarning",
     "ModelServer",
     "PeerUnavailableError",
     "RemoteConnectionError",
@@ -61,6 +63,7 @@ _HOMES = {
     "ModelServer": "model_server",
     "DEFAULT_EDITION_PIN": "handshake",
     "EDITION_PINS": "handshake",
+    "InsecureBindWarning": "endpoint",
     "AuthenticationError": "errors",
     "HandshakeRejectedError": "errors",
     "PeerUnavailableError": "errors",

@@ -11,7 +11,8 @@ image batches pass, and an absurd message is refused by gRPC before it is buffer
 from __future__ import annotations
 
 import ipaddress
-import warnings
+
+from rlmesh_gym._audience import fix, warn_at_caller
 
 __all__ = [
     "CLIENT_KEEPALIVE_TIMEOUT_MS",
@@ -91,9 +92,9 @@ def warn_if_exposed(host: str, token: str | None, role: str) -> str | None:
         return None
     message = (
         f"{role} server binds {host}, which other machines can reach, and has no token: anyone who "
-        "can connect can drive it. Pass a token (--token) or bind 127.0.0.1."
+        f"can connect can drive it. Pass a token ({fix('token=...', '--token')}) or bind 127.0.0.1."
     )
-    warnings.warn(message, InsecureBindWarning, stacklevel=3)
+    warn_at_caller(message, InsecureBindWarning)
     return message
 
 
