@@ -41,7 +41,8 @@ from sybil.parsers.markdown import SkipParser
 from sybil.parsers.markdown.lexers import FencedCodeBlockLexer
 
 REPO = Path(__file__).resolve().parent.parent
-COMMAND_TIMEOUT = 100.0  # seconds per bash block or console command (below pytest-timeout's 120)
+COMMAND_TIMEOUT = 540.0  # seconds per bash block or console command
+EXAMPLE_TIMEOUT = 600.0  # pytest-timeout for one example (a page's training run is the longest)
 
 # Summary lines whose values are measurements: only the label is compared.
 VARYING_LINE_LABELS = ("env-steps/s", "env-steps", "per vector step", "resets")
@@ -107,15 +108,16 @@ class _Page:
             text=True,
             start_new_session=True,
         )
+        timed_out = False
         try:
             output, _ = process.communicate(timeout=COMMAND_TIMEOUT)
         except subprocess.TimeoutExpired:
-            output = ""
-            process.returncode = -1
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            timed_out = True
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        if timed_out:
+            output, _ = process.communicate()
+            output += f"\n[stopped after {COMMAND_TIMEOUT:g} s]"
         return subprocess.CompletedProcess(process.args, process.returncode, output, "")
 
     def close(self) -> None:

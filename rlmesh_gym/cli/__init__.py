@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from rlmesh_gym import __version__
-from rlmesh_gym._audience import address_command_line
+from rlmesh_gym._audience import command_line_audience
 
 # Subcommand modules, in the order `--help` lists them.
 _COMMANDS: tuple[str, ...] = ("eval_command", "inspect_command", "episodes_command", "serve_command")
@@ -35,7 +35,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit code."""
-    address_command_line()
     # `--policy my_module:attr` finds modules in the working directory, as `python -m` would;
     # appended, so a local file never shadows an installed package.
     if os.getcwd() not in sys.path:
@@ -45,4 +44,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stdout)
         return 0
-    return int(args.func(args))
+    with command_line_audience():
+        return int(args.func(args))
