@@ -1,6 +1,6 @@
 """Runs the examples in README.md and docs/ as tests (collected by the repository's conftest.py).
 
-The rules a doc writer needs (docs/design/docs.md says the same for readers of the docs):
+The rules a doc writer needs (docs/design/docs.md explains them for maintainers):
 
 - A ```` ```python ```` block runs; the blocks of one page share one namespace, in page order.
   When the next fenced block is ```` ```text ```` with only blank lines between, the code's
