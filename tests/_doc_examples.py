@@ -99,26 +99,30 @@ class _Page:
 
     def shell(self, script: str) -> subprocess.CompletedProcess[str]:
         """Runs a bash script in the page's directory; background jobs it leaves are stopped."""
-        process = subprocess.Popen(
-            ["bash", "-euo", "pipefail", "-c", script],
-            cwd=self.directory,
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-        timed_out = False
-        try:
-            output, _ = process.communicate(timeout=COMMAND_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        if timed_out:
-            output, _ = process.communicate()
-            output += f"\n[stopped after {COMMAND_TIMEOUT:g} s]"
-        return subprocess.CompletedProcess(process.args, process.returncode, output, "")
+        # Output goes to a file, not a pipe: a background server that outlives the script would
+        # hold a pipe open and block the read.
+        with tempfile.TemporaryFile(mode="w+") as output:
+            process = subprocess.Popen(
+                ["bash", "-euo", "pipefail", "-c", script],
+                cwd=self.directory,
+                env=self.env,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
+            try:
+                process.wait(timeout=COMMAND_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                pass
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            returncode = process.wait()
+            output.seek(0)
+            text = output.read()
+        if returncode == -signal.SIGKILL:
+            text += f"\n[stopped after {COMMAND_TIMEOUT:g} s]"
+        return subprocess.CompletedProcess(process.args, returncode, text, "")
 
     def close(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)

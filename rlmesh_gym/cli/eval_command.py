@@ -20,6 +20,7 @@ DEFAULT_EPISODES = 100
 DEFAULT_NUM_ENVS = 8
 DEFAULT_SEED = 0
 DEFAULT_REQUEST_TIMEOUT = 300.0  # seconds; the runtime's default env/model limits
+DEFAULT_CONNECT_TIMEOUT = 30.0  # seconds; long enough for a server started just before to come up
 
 
 def register(subparsers: Any) -> None:
@@ -108,6 +109,14 @@ def register(subparsers: Any) -> None:
         f"(default: {DEFAULT_REQUEST_TIMEOUT:g})",
     )
     parser.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=DEFAULT_CONNECT_TIMEOUT,
+        metavar="SECONDS",
+        help="with --env-address/--policy-address: how long to wait for each server to answer, e.g. "
+        f"one started just before (default: {DEFAULT_CONNECT_TIMEOUT:g})",
+    )
+    parser.add_argument(
         "--allow-pickle",
         action="store_true",
         help="allow a --policy file holding a whole pickled module (runs code from the file)",
@@ -125,6 +134,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.request_timeout > 0:
         return report_error(
             f"--request-timeout must be a positive number of seconds, got {args.request_timeout}", 2
+        )
+    if not args.connect_timeout > 0:
+        return report_error(
+            f"--connect-timeout must be a positive number of seconds, got {args.connect_timeout}", 2
         )
     if args.max_steps is not None and args.max_steps < 1:
         return report_error(f"--max-steps must be at least 1, got {args.max_steps}", 2)

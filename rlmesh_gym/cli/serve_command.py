@@ -365,7 +365,12 @@ async def _remote_eval(args: argparse.Namespace) -> Any:
     owned_env = False
     try:
         if args.env_address is not None:
-            env = await RemoteEnv.connect(args.env_address, token=token, request_timeout=args.request_timeout)
+            env = await RemoteEnv.connect(
+                args.env_address,
+                token=token,
+                connect_timeout=args.connect_timeout,
+                request_timeout=args.request_timeout,
+            )
         else:
             env = _build_env(
                 args.env_id,
@@ -381,6 +386,7 @@ async def _remote_eval(args: argparse.Namespace) -> Any:
                 args.policy_address,
                 token=token,
                 contract=env.contract,
+                connect_timeout=args.connect_timeout,
                 request_timeout=args.request_timeout,
             )
             policy: Any = model

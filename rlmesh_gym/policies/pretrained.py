@@ -39,7 +39,8 @@ class MLPPolicy(nn.Module):
         # Written so that torch.jit.script compiles it (no tuple comparisons of shapes).
         if obs.dim() == 0 or obs.shape[-1] != self.obs_dim:
             raise ValueError(
-                f"MLPPolicy: expected observations with last dimension {self.obs_dim}, got shape {list(obs.shape)}"
+                f"MLPPolicy: expected observations with last dimension {self.obs_dim}, "
+                f"got shape {list(obs.shape)}"
             )
         return self.net(obs)
 

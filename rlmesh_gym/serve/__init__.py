@@ -21,6 +21,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rlmesh_gym.serve.endpoint import InsecureBindWarning
     from rlmesh_gym.serve.env_client import RemoteEnv, fetch_contract
     from rlmesh_gym.serve.env_server import EnvServer
     from rlmesh_gym.serve.errors import (
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
         RemoteModelError,
         SessionBusyError,
     )
-    from rlmesh_gym.serve.endpoint import InsecureBindWarning
     from rlmesh_gym.serve.handshake import DEFAULT_EDITION_PIN, EDITION_PINS
     from rlmesh_gym.serve.model_client import RemoteModel
     from rlmesh_gym.serve.model_server import ModelServer

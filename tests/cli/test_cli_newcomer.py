@@ -137,3 +137,13 @@ def test_the_shipped_policy_class_compiles_with_torchscript():
     torch.testing.assert_close(scripted(observations), module(observations))
     with pytest.raises(Exception, match=r"last dimension 4, got shape \[5, 2\]"):
         scripted(torch.zeros(5, 2))
+
+
+def test_connect_timeout_must_be_positive(capsys):
+    code, _, err = run_cli(capsys, "eval", "--env-address", "127.0.0.1:1", "--connect-timeout", "0")
+    assert code == 2 and "--connect-timeout must be a positive number of seconds, got 0.0" in err
+
+
+def test_an_unreachable_server_is_reported_after_the_connect_timeout(capsys):
+    code, _, err = run_cli(capsys, "eval", "--env-address", "127.0.0.1:1", "--connect-timeout", "0.5")
+    assert code == 1 and "no server answered within 0.5s" in err
