@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from rlmesh_gym import __version__
+from rlmesh_gym._audience import command_line_audience
 
 # Subcommand modules, in the order `--help` lists them.
 _COMMANDS: tuple[str, ...] = ("eval_command", "inspect_command", "episodes_command", "serve_command")
@@ -42,6 +43,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     When the reader of the output goes away (``rlmesh-gym eval --json | head -1``), the command
     stops quietly with :data:`EXIT_BROKEN_PIPE` instead of a ``BrokenPipeError`` traceback.
     """
+    # `--policy my_module:attr` finds modules in the working directory, as `python -m` would;
+    # appended, so a local file never shadows an installed package.
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -49,7 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help(sys.stdout)
             code = 0
         else:
-            code = int(args.func(args))
+            with command_line_audience():
+                code = int(args.func(args))
         sys.stdout.flush()  # a closed pipe shows up here when the output was still buffered
     except BrokenPipeError:
         # Python would try to flush stdout again at exit and print the error; point it at devnull.

@@ -7,6 +7,7 @@ import asyncio
 import os
 from collections.abc import Sequence
 
+from rlmesh_gym.cli._policy_arguments import policy_from_arguments
 from rlmesh_gym.cli._report import report_error
 from rlmesh_gym.cli.serve_command import TOKEN_VARIABLE
 
@@ -54,7 +55,7 @@ def run_fleet_eval(args: argparse.Namespace, addresses: list[str]) -> int:
         return report_error("pass either --policy or --policy-address, not both", 2)
     token = os.environ.get(TOKEN_VARIABLE) or None
     try:
-        policy = args.policy
+        policy = policy_from_arguments(args)
         if policy is None and args.policy_address is None:
             policy = _shipped_policy(addresses[0], token)
         result = evaluate_fleet(
@@ -69,6 +70,7 @@ def run_fleet_eval(args: argparse.Namespace, addresses: list[str]) -> int:
             allow_pickle=args.allow_pickle,
             max_steps=args.max_steps,
             token=token,
+            connect_timeout=args.connect_timeout,
             request_timeout=args.request_timeout,
             policy_address=args.policy_address,
         )

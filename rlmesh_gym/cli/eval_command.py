@@ -6,6 +6,11 @@ import argparse
 from typing import Any
 
 from rlmesh_gym.cli._env_arguments import add_autoreset_argument, add_vectorization_argument
+from rlmesh_gym.cli._policy_arguments import (
+    POLICY_METAVAR,
+    add_policy_factory_argument,
+    policy_from_arguments,
+)
 from rlmesh_gym.cli._report import report_error
 
 __all__ = ["register", "run"]
@@ -15,6 +20,7 @@ DEFAULT_EPISODES = 100
 DEFAULT_NUM_ENVS = 8
 DEFAULT_SEED = 0
 DEFAULT_REQUEST_TIMEOUT = 300.0  # seconds; the runtime's default env/model limits
+DEFAULT_CONNECT_TIMEOUT = 30.0  # seconds; long enough for a server started just before to come up
 
 
 def register(subparsers: Any) -> None:
@@ -38,7 +44,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--policy",
         default=None,
-        metavar="PATH|module:attr|random",
+        metavar=POLICY_METAVAR,
         help=(
             "a saved policy file, 'package.module:attr' (an nn.Module, a factory, a RuntimeModel or a "
             "numpy callable), 'random', or 'pretrained:NAME' (default: the shipped policy for ENV_ID)"
@@ -112,10 +118,19 @@ def register(subparsers: Any) -> None:
         f"(default: {DEFAULT_REQUEST_TIMEOUT:g})",
     )
     parser.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=DEFAULT_CONNECT_TIMEOUT,
+        metavar="SECONDS",
+        help="with --env-address/--policy-address: how long to wait for each server to answer, e.g. "
+        f"one started just before (default: {DEFAULT_CONNECT_TIMEOUT:g})",
+    )
+    parser.add_argument(
         "--allow-pickle",
         action="store_true",
         help="allow a --policy file holding a whole pickled module (runs code from the file)",
     )
+    add_policy_factory_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -128,6 +143,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.request_timeout > 0:
         return report_error(
             f"--request-timeout must be a positive number of seconds, got {args.request_timeout}", 2
+        )
+    if not args.connect_timeout > 0:
+        return report_error(
+            f"--connect-timeout must be a positive number of seconds, got {args.connect_timeout}", 2
         )
     if args.max_steps is not None and args.max_steps < 1:
         return report_error(f"--max-steps must be at least 1, got {args.max_steps}", 2)
@@ -145,7 +164,10 @@ def run(args: argparse.Namespace) -> int:
         from rlmesh_gym.cli.serve_command import run_remote_eval
 
         return run_remote_eval(args)
-    policy = args.policy
+    try:
+        policy = policy_from_arguments(args)
+    except (ValueError, TypeError) as exc:
+        return report_error(str(exc), 2)
     if policy is None:
         import gymnasium
 

@@ -26,6 +26,7 @@ import warnings
 from typing import Any
 
 from rlmesh_gym.cli._env_arguments import add_autoreset_argument, add_vectorization_argument
+from rlmesh_gym.cli._policy_arguments import add_policy_factory_argument, policy_from_arguments
 from rlmesh_gym.cli._report import report_error, report_warning
 from rlmesh_gym.cli._served_env import add_served_env_arguments, build_served_env
 
@@ -107,6 +108,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="allow a policy file holding a whole pickled module (runs code from the file)",
     )
+    add_policy_factory_argument(policy)
     _add_endpoint_arguments(policy, DEFAULT_MODEL_ADDRESS)
     policy.set_defaults(func=run_serve_policy)
 
@@ -362,6 +364,8 @@ async def _policy_checked_in_env(model: Any, policy: str, env_id: str) -> Any:
 
 def _load_policy(args: argparse.Namespace) -> Any:
     """An unbound RuntimeModel for POLICY; it gets its spaces later through ``bind``."""
+    if args.policy_factory is not None:
+        return policy_from_arguments(args, deterministic=not args.stochastic)
     from rlmesh_gym.evaluation._resolve import pretrained_module, resolve_policy
 
     if args.policy.startswith("pretrained:"):
@@ -422,7 +426,12 @@ async def _remote_eval(args: argparse.Namespace) -> Any:
     owned_env = False
     try:
         if args.env_address is not None:
-            env = await RemoteEnv.connect(args.env_address, token=token, request_timeout=args.request_timeout)
+            env = await RemoteEnv.connect(
+                args.env_address,
+                token=token,
+                connect_timeout=args.connect_timeout,
+                request_timeout=args.request_timeout,
+            )
         else:
             env = _build_env(
                 args.env_id,
@@ -438,11 +447,12 @@ async def _remote_eval(args: argparse.Namespace) -> Any:
                 args.policy_address,
                 token=token,
                 contract=env.contract,
+                connect_timeout=args.connect_timeout,
                 request_timeout=args.request_timeout,
             )
             policy: Any = model
         else:
-            policy = args.policy or _shipped_policy(env.contract.id)
+            policy = policy_from_arguments(args) or _shipped_policy(env.contract.id)
         return await evaluate_async(
             env,
             policy,

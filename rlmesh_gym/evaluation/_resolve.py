@@ -17,6 +17,7 @@ __all__ = [
     "ResolvedEnv",
     "autoreset_name",
     "describe_policy",
+    "import_reference",
     "load_policy_object",
     "resolve_env",
     "resolve_policy",
@@ -215,12 +216,18 @@ def _is_runtime_model(obj: Any) -> bool:
 
 
 def describe_policy(policy: Any) -> str:
-    """A short human-readable name of what was passed as ``policy`` (for results and the CLI)."""
+    """A short human-readable name of what was passed as ``policy`` (for results and the CLI).
+
+    An object whose class defines its own ``__str__`` describes itself (a ``RemoteModel`` names
+    its server, a ``TorchPolicy`` loaded from a file names the file).
+    """
     if isinstance(policy, str):
         return policy
     if isinstance(policy, os.PathLike):
         return os.fspath(policy)
     cls = type(policy)
+    if cls.__str__ is not object.__str__ and not _is_torch_module(policy):
+        return str(policy)
     if inspect.isfunction(policy) or inspect.ismethod(policy):
         return f"{policy.__module__}.{policy.__qualname__}"
     return cls.__qualname__
@@ -248,6 +255,33 @@ def shipped_policy(env_id: str) -> str | None:
     return None
 
 
+def import_reference(reference: str, *, what: str = "policy") -> Any:
+    """The object ``"package.module:attr"`` names (``attr`` may be dotted), not called.
+
+    ``what`` names the option in error messages. A module that is not installed is searched for
+    in the working directory too when the command line runs (see ``rlmesh_gym.cli.main``).
+    """
+    module_name, _, attr = reference.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"{what} reference {reference!r} must look like 'package.module:attr'")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(
+            f"cannot import module {module_name!r} for {what} {reference!r}: {exc} (install the package "
+            "that provides it, or run from the directory that holds it, or add that directory to "
+            "PYTHONPATH)"
+        ) from exc
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise ValueError(
+                f"module {module_name!r} has no attribute {attr!r} ({what} {reference!r})"
+            ) from None
+    return target
+
+
 def load_policy_object(reference: str) -> Any:
     """Import ``"package.module:attr"`` (``attr`` may be dotted) and return the object.
 
@@ -255,20 +289,7 @@ def load_policy_object(reference: str) -> Any:
     (an ``nn.Module`` instance, a ``RuntimeModel``, a policy callable taking observations) is
     returned as is.
     """
-    module_name, _, attr = reference.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"policy reference {reference!r} must look like 'package.module:attr'")
-    try:
-        target: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"cannot import module {module_name!r} for policy {reference!r}: {exc}") from exc
-    for part in attr.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise ValueError(
-                f"module {module_name!r} has no attribute {attr!r} (policy {reference!r})"
-            ) from None
+    target = import_reference(reference)
     if inspect.isclass(target) or (_is_factory(target) and not _is_torch_module(target)):
         try:
             target = target()

@@ -12,13 +12,20 @@ from typing import Any
 import torch
 from torch import nn
 
+from rlmesh_gym._audience import fix
+
 __all__ = ["load_policy_file"]
 
 _STATE_DICT_KEYS = ("state_dict", "model_state_dict")
-_FORMS = (
-    "a TorchScript archive (torch.jit.save), a state_dict (torch.save(module.state_dict(), path)) "
-    "with factory=, or a pickled module with allow_pickle=True"
-)
+
+
+def _forms() -> str:
+    """The file forms a policy can be loaded from, with the option each needs."""
+    return (
+        "a TorchScript archive (torch.jit.save), a state_dict (torch.save(module.state_dict(), path)) "
+        f"with {fix('factory=', '--policy-factory module:attr')}, or a pickled module with "
+        f"{fix('allow_pickle=True', '--allow-pickle')}"
+    )
 
 
 def _has_record(path: Path, record: str) -> bool:
@@ -59,7 +66,7 @@ def load_policy_file(
     """The policy saved at ``path``, on ``device`` (see ``TorchPolicy.load``)."""
     file = Path(path)
     if not file.is_file():
-        raise FileNotFoundError(f"TorchPolicy.load: {file} is not a file; expected {_FORMS}")
+        raise FileNotFoundError(f"TorchPolicy.load: {file} is not a file; expected {_forms()}")
     if factory is not None and not callable(factory):
         raise TypeError(
             f"TorchPolicy.load: factory must be a callable returning an nn.Module for {file}, got {factory!r}"
@@ -68,7 +75,7 @@ def load_policy_file(
         if factory is not None:
             raise ValueError(
                 f"TorchPolicy.load: {file} is a TorchScript archive, which holds its own module; "
-                "drop factory= (it is for state_dict files)"
+                f"drop {fix('factory=', '--policy-factory')} (it is for state_dict files)"
             )
         try:
             return torch.jit.load(str(file), map_location=device)
@@ -79,33 +86,36 @@ def load_policy_file(
     except pickle.UnpicklingError as error:
         if not _has_record(file, "data.pkl"):
             # Not a torch.save archive at all; torch's own text would suggest weights_only=False.
-            raise ValueError(f"TorchPolicy.load: {file} could not be read as {_FORMS}") from error
+            raise ValueError(f"TorchPolicy.load: {file} could not be read as {_forms()}") from error
         # A torch.save archive that weights_only refused: it pickles objects (e.g. a whole module).
         if factory is not None:
             raise ValueError(
-                f"TorchPolicy.load: {file} holds a pickled Python object, not a state_dict for factory=; "
-                f"expected {_FORMS}"
+                f"TorchPolicy.load: {file} holds a pickled Python object, not a state_dict for "
+                f"{fix('factory=', '--policy-factory')}; "
+                f"expected {_forms()}"
             ) from error
         if not allow_pickle:
             raise ValueError(
                 f"TorchPolicy.load: {file} holds a pickled Python object (e.g. a whole module saved with "
                 "torch.save(module, path)); loading it executes code from the file, so it is refused by "
-                "default. Pass allow_pickle=True only if you trust the file, or save the module with "
-                "torch.jit.save, or save its state_dict and pass factory="
+                f"default. Pass {fix('allow_pickle=True', '--allow-pickle')} only if you trust the file, "
+                "or save the module with torch.jit.save, or save its state_dict and pass "
+                f"{fix('factory=', '--policy-factory module:attr')}"
             ) from error
         return _load_pickled(file, device)
     except Exception as error:
-        raise ValueError(f"TorchPolicy.load: {file} could not be read as {_FORMS}: {error}") from error
+        raise ValueError(f"TorchPolicy.load: {file} could not be read as {_forms()}: {error}") from error
     state = _state_dict(loaded)
     if state is None:
         raise ValueError(
             f"TorchPolicy.load: {file} holds a {type(loaded).__name__} that is not a state_dict "
-            f"(a mapping of parameter names to tensors); expected {_FORMS}"
+            f"(a mapping of parameter names to tensors); expected {_forms()}"
         )
     if factory is None:
         raise ValueError(
             f"TorchPolicy.load: {file} holds a state_dict ({len(state)} tensors) but no module; pass "
-            "factory=, a callable returning the nn.Module to load it into"
+            f"{fix('factory=', '--policy-factory module:attr')}, a callable returning the nn.Module to load "
+            "it into"
         )
     module = factory()
     if not isinstance(module, nn.Module):

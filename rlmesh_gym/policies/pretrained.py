@@ -36,10 +36,11 @@ class MLPPolicy(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Return unnormalised action logits for a batch of observations."""
-        if obs.shape[-1:] != (self.obs_dim,):
+        # Written so that torch.jit.script compiles it (no tuple comparisons of shapes).
+        if obs.dim() == 0 or obs.shape[-1] != self.obs_dim:
             raise ValueError(
                 f"MLPPolicy: expected observations with last dimension {self.obs_dim}, "
-                f"got shape {tuple(obs.shape)}"
+                f"got shape {list(obs.shape)}"
             )
         return self.net(obs)
 

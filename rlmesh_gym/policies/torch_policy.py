@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Mapping
-from os import PathLike
+from os import PathLike, fspath
 from typing import Any
 
 import numpy as np
@@ -384,6 +384,8 @@ class TorchPolicy(PolicyModel[torch.Generator]):
         '00000000000000000100000000000000'
     """
 
+    _source: str | None = None  # the file it was loaded from (TorchPolicy.load), named by __str__
+
     _observe: Callable[[Any], Any]  # set by bind()
     _resolver: _ActionResolver
 
@@ -454,7 +456,12 @@ class TorchPolicy(PolicyModel[torch.Generator]):
                 f"TorchPolicy.load: device {kwargs.get('device')!r} is not a torch device"
             ) from error
         policy = load_policy_file(path, device, factory=factory, allow_pickle=allow_pickle)
-        return cls(policy, contract_or_spaces, **kwargs)
+        loaded = cls(policy, contract_or_spaces, **kwargs)
+        loaded._source = fspath(path)
+        return loaded
+
+    def __str__(self) -> str:
+        return self._source if self._source is not None else type(self).__qualname__
 
     def _generator(self, seed: int) -> torch.Generator:
         generator = torch.Generator(device=self.device)

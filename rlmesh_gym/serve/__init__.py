@@ -21,6 +21,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rlmesh_gym.serve.endpoint import InsecureBindWarning
     from rlmesh_gym.serve.env_client import RemoteEnv, fetch_contract
     from rlmesh_gym.serve.env_server import EnvServer
     from rlmesh_gym.serve.errors import (
@@ -42,6 +43,7 @@ __all__ = [
     "AuthenticationError",
     "EnvServer",
     "HandshakeRejectedError",
+    "InsecureBindWarning",
     "ModelServer",
     "PeerUnavailableError",
     "RemoteConnectionError",
@@ -61,6 +63,7 @@ _HOMES = {
     "ModelServer": "model_server",
     "DEFAULT_EDITION_PIN": "handshake",
     "EDITION_PINS": "handshake",
+    "InsecureBindWarning": "endpoint",
     "AuthenticationError": "errors",
     "HandshakeRejectedError": "errors",
     "PeerUnavailableError": "errors",

@@ -6,6 +6,7 @@ from typing import Any
 
 import grpc
 
+from rlmesh_gym._audience import fix
 from rlmesh_gym.serve.errors import (
     AuthenticationError,
     PeerUnavailableError,
@@ -70,7 +71,9 @@ def connect_error(address: str, error: grpc.aio.AioRpcError, role: str) -> Remot
     details = error.details() or ""
     if code == grpc.StatusCode.UNAUTHENTICATED:
         return AuthenticationError(
-            address, f"{details or 'unauthenticated'}: the {role} server needs its token (pass token=...)"
+            address,
+            f"{details or 'unauthenticated'}: the {role} server needs its token "
+            f"({fix('pass token=...', 'set $RLMESH_GYM_TOKEN')})",
         )
     if code == grpc.StatusCode.FAILED_PRECONDITION:
         return SessionBusyError(address, details or f"the {role} server refused a new session")

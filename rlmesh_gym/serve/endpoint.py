@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-import warnings
+
+from rlmesh_gym._audience import fix, warn_at_caller
 
 __all__ = [
     "CLIENT_KEEPALIVE_TIMEOUT_MS",
@@ -93,9 +94,9 @@ def warn_if_exposed(host: str, token: str | None, role: str) -> str | None:
         return None
     message = (
         f"{role} server binds {host}, which other machines can reach, and has no token: anyone who "
-        "can connect can drive it. Pass a token (--token) or bind 127.0.0.1."
+        f"can connect can drive it. Pass a token ({fix('token=...', '--token')}) or bind 127.0.0.1."
     )
-    warnings.warn(message, InsecureBindWarning, stacklevel=3)
+    warn_at_caller(message, InsecureBindWarning)
     return message
 
 

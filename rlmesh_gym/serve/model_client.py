@@ -145,6 +145,9 @@ class RemoteModel(PeerSession, RuntimeModel):
             contract=contract,
         )
 
+    def __str__(self) -> str:
+        return f"model server {self.address}"
+
     def __repr__(self) -> str:
         return f"RemoteModel({self.address}, routes={len(self._routes)}, {self._state()})"
 
