@@ -15,15 +15,27 @@ from rlmesh_gym.evaluation._evaluate import (
 )
 from rlmesh_gym.evaluation._quotas import EpisodeQuotas, lane_quotas
 from rlmesh_gym.evaluation._result import EvalResult, EvalTimings
+from rlmesh_gym.evaluation._statistics import (
+    ConfidenceInterval,
+    bootstrap_interval,
+    interquartile_mean,
+    probability_of_improvement,
+    probability_of_improvement_interval,
+)
 
 __all__ = [
+    "ConfidenceInterval",
     "EpisodeQuotas",
     "EvalResult",
     "EvalTimings",
     "EvaluationError",
     "PolicyMismatchError",
+    "bootstrap_interval",
     "default_ids",
     "evaluate",
     "evaluate_async",
+    "interquartile_mean",
     "lane_quotas",
+    "probability_of_improvement",
+    "probability_of_improvement_interval",
 ]
