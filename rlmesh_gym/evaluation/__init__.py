@@ -20,7 +20,6 @@ from rlmesh_gym.evaluation._statistics import (
     bootstrap_interval,
     interquartile_mean,
     probability_of_improvement,
-    probability_of_improvement_interval,
 )
 
 __all__ = [
@@ -37,5 +36,4 @@ __all__ = [
     "interquartile_mean",
     "lane_quotas",
     "probability_of_improvement",
-    "probability_of_improvement_interval",
 ]

@@ -211,6 +211,14 @@ class EvalResult:
         return self._interval("iqm")
 
     @property
+    def target_met(self) -> bool | None:
+        """With ``target_ci``: whether the mean's CI half-width reached it (``False`` when the
+        episode cap stopped the rounds first); ``None`` without a target."""
+        if self.target_ci is None:
+            return None
+        return self.has_intervals and self._interval("mean").half_width <= self.target_ci
+
+    @property
     def has_intervals(self) -> bool:
         """Whether there are enough episodes (2) for the confidence intervals."""
         return len(self.episodes) >= 2
@@ -273,6 +281,7 @@ class EvalResult:
             "summary": {key: _json_number(value) for key, value in self.summary().items()},
             "bootstrap": self._bootstrap_settings(),
             "target_ci": self.target_ci,
+            "target_met": self.target_met,
             "timings": self.timings.to_dict(),
             "episodes": [record.to_dict() for record in self.episodes],
         }
@@ -413,9 +422,8 @@ class EvalResult:
     def _episodes_row(self) -> str:
         if self.target_ci is None:
             return f"{len(self.episodes)} of {self.episodes_requested}"
-        rounds = len(self.episodes) // self.episodes_requested
-        met = self.has_intervals and self._interval("mean").half_width <= self.target_ci
-        outcome = "met" if met else "not met (episode cap)"
+        rounds = sum(self.quotas) // self.episodes_requested
+        outcome = "met" if self.target_met else "not met (episode cap)"
         return (
             f"{len(self.episodes)} ({rounds} round(s) of {self.episodes_requested}; "
             f"target CI half-width {self.target_ci:g} {outcome})"

@@ -24,7 +24,6 @@ __all__ = [
     "bootstrap_interval",
     "interquartile_mean",
     "probability_of_improvement",
-    "probability_of_improvement_interval",
 ]
 
 DEFAULT_RESAMPLES = 9999  # scipy.stats.bootstrap's own default
@@ -158,16 +157,6 @@ def bootstrap_interval(
     return ConfidenceInterval(estimate, float(interval.low), float(interval.high), level, resamples, seed)
 
 
-Values = Sequence[float] | np.ndarray
-
-
-def _paired(a: Values, b: Values) -> tuple[np.ndarray, np.ndarray]:
-    x, y = _values(a, "returns of the first policy"), _values(b, "returns of the second policy")
-    if x.size != y.size:
-        raise ValueError(f"paired returns must have the same length, got {x.size} and {y.size}")
-    return x, y
-
-
 def probability_of_improvement(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
     """``P(X_a > X_b) + 0.5 * P(X_a = X_b)`` for a return ``X_a`` drawn from ``a`` and ``X_b``
     from ``b``: the Mann-Whitney U statistic of ``a`` against ``b`` divided by
@@ -180,44 +169,3 @@ def probability_of_improvement(a: Sequence[float] | np.ndarray, b: Sequence[floa
     from scipy import stats
 
     return float(stats.mannwhitneyu(x, y).statistic / (x.size * y.size))
-
-
-def _probability_statistic(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-    # U of x against y from ranks (ties get average ranks), vectorised over resamples; the
-    # same number mannwhitneyu returns.
-    from scipy import stats
-
-    n, m = x.shape[axis], y.shape[axis]
-    ranks = stats.rankdata(np.concatenate([x, y], axis=axis), axis=axis)
-    u = np.take(ranks, np.arange(n), axis=axis).sum(axis=axis) - n * (n + 1) / 2
-    return u / (n * m)
-
-
-def probability_of_improvement_interval(
-    a: Sequence[float] | np.ndarray,
-    b: Sequence[float] | np.ndarray,
-    *,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_BOOTSTRAP_SEED,
-    level: float = DEFAULT_CONFIDENCE_LEVEL,
-) -> ConfidenceInterval:
-    """:func:`probability_of_improvement` of paired returns with a percentile-bootstrap interval
-    that resamples whole episodes (``a[i]`` and ``b[i]`` together: they share the episode)."""
-    _check_settings(resamples, seed, level)
-    x, y = _paired(a, b)
-    _need_two(x.size, "paired episodes")
-    estimate = probability_of_improvement(x, y)
-    from scipy import stats
-
-    result = stats.bootstrap(
-        (x, y),
-        _probability_statistic,
-        paired=True,
-        n_resamples=resamples,
-        batch=_batch(2 * x.size),
-        confidence_level=level,
-        method=_METHOD,
-        rng=np.random.default_rng(seed),
-    )
-    interval = result.confidence_interval
-    return ConfidenceInterval(estimate, float(interval.low), float(interval.high), level, resamples, seed)
