@@ -6,6 +6,7 @@
 (500.0, (2, 2, 2, 2))
 """
 
+from rlmesh_gym.evaluation._compare import ComparedEpisode, Comparison, PairedDifference, compare
 from rlmesh_gym.evaluation._evaluate import (
     EvaluationError,
     PolicyMismatchError,
@@ -23,13 +24,17 @@ from rlmesh_gym.evaluation._statistics import (
 )
 
 __all__ = [
+    "ComparedEpisode",
+    "Comparison",
     "ConfidenceInterval",
     "EpisodeQuotas",
     "EvalResult",
     "EvalTimings",
     "EvaluationError",
+    "PairedDifference",
     "PolicyMismatchError",
     "bootstrap_interval",
+    "compare",
     "default_ids",
     "evaluate",
     "evaluate_async",
