@@ -15,7 +15,13 @@ from collections.abc import Sequence
 from rlmesh_gym import __version__
 
 # Subcommand modules, in the order `--help` lists them.
-_COMMANDS: tuple[str, ...] = ("eval_command", "inspect_command", "episodes_command", "serve_command")
+_COMMANDS: tuple[str, ...] = (
+    "eval_command",
+    "compare_command",
+    "inspect_command",
+    "episodes_command",
+    "serve_command",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

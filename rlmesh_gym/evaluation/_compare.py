@@ -319,16 +319,18 @@ def _recording_paths(record: str | os.PathLike[str] | None, names: list[str]) ->
 
 def _fits(env: Any, name: str, policy: Any, *, seed: int, options: dict[str, Any]) -> None:
     """Run ``policy`` for one vector step, so a policy that does not fit the env (or does not
-    load) is reported before any full evaluation ran."""
+    load) is reported, by name, before any full evaluation ran."""
+    # Errors name the policy as given; say which compared name that is when it differs.
+    prefix = "" if isinstance(policy, str) and policy == name else f"policy {name!r}: "
     try:
         evaluate(env, policy, episodes=1, seed=seed, progress=False, max_steps=1, **options)
     except PolicyMismatchError as exc:
-        raise PolicyMismatchError(f"policy {name!r}: {exc}", exc.partial) from exc
+        raise PolicyMismatchError(f"{prefix}{exc}", exc.partial) from exc
     except EvaluationError as exc:
-        if exc.__cause__ is not None:  # not the max_steps stop this check asks for
-            raise
+        if exc.__cause__ is not None:  # a failure, not the max_steps stop this check asks for
+            raise EvaluationError(f"{prefix}{exc}", exc.partial) from exc.__cause__
     except (ValueError, TypeError, ImportError) as exc:
-        raise type(exc)(f"policy {name!r}: {exc}") from exc
+        raise type(exc)(f"{prefix}{exc}") from exc
 
 
 def _paired_episodes(results: dict[str, EvalResult]) -> tuple[ComparedEpisode, ...]:
