@@ -78,6 +78,21 @@ def register(subparsers: Any) -> None:
         metavar="STEPS",
         help="fail after this many vector steps if the episodes are not done yet (default: no cap)",
     )
+    parser.add_argument(
+        "--target-ci",
+        type=float,
+        default=None,
+        metavar="HALF_WIDTH",
+        help="treat K as a round and add rounds until the mean return's 95%% CI half-width is at most "
+        "HALF_WIDTH (or --max-episodes is reached)",
+    )
+    parser.add_argument(
+        "--max-episodes",
+        type=int,
+        default=None,
+        metavar="CAP",
+        help="with --target-ci: never use more than CAP episodes (default: 100 rounds)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="never show the progress bar")
     parser.add_argument("--device", default="cpu", help="torch device of the policy (default: cpu)")
     parser.add_argument(
@@ -164,6 +179,8 @@ def run(args: argparse.Namespace) -> int:
             device=args.device,
             allow_pickle=args.allow_pickle,
             max_steps=args.max_steps,
+            target_ci=args.target_ci,
+            max_episodes=args.max_episodes,
         )
     except KeyboardInterrupt:
         return report_error("interrupted", 130)
