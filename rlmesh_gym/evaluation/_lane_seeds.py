@@ -67,7 +67,10 @@ class LaneOrdinalSeeds:
         return await self._env.step(request)
 
     def __getattr__(self, name: str) -> Any:
-        # close, drain_episodes, render_frames...: the wrapped env's own.
+        # close, drain_episodes, render_frames...: the wrapped env's own. (Guarded: copy and
+        # pickle look attributes up before __init__ ran.)
+        if name == "_env":
+            raise AttributeError(name)
         return getattr(self._env, name)
 
 

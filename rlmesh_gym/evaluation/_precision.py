@@ -5,7 +5,8 @@ The rule, checked each time every lane has met its quota (a round boundary): sto
 95 % bootstrap interval of the mean return has half-width <= ``target``, or when one more round
 would exceed ``max_episodes``; otherwise raise every lane's quota by its first-round quota.
 This is Chow and Robbins' fixed-width sequential interval (Ann. Math. Statist. 36, 1965) on
-whole rounds. Why it does not bias the estimate is in docs/evaluation.md ("How many episodes").
+whole rounds. What it can and cannot bias (exactly unbiased for symmetric returns, biased low by
+O(1/n) on skewed ones) is in docs/evaluation.md ("How many episodes?").
 """
 
 from __future__ import annotations
