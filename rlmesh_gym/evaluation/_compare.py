@@ -176,7 +176,7 @@ class Comparison:
         for offset, (statistic, label, color) in enumerate(
             (("mean", "mean", "tab:blue"), ("iqm", "IQM", "tab:orange"))
         ):
-            intervals = [self.results[name]._interval(statistic) for name in names]
+            intervals = [getattr(self.results[name], f"{statistic}_return_ci") for name in names]
             centres = np.array([i.estimate for i in intervals])
             errors = np.array(
                 [[i.estimate - i.low for i in intervals], [i.high - i.estimate for i in intervals]]

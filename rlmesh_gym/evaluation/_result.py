@@ -26,8 +26,6 @@ if TYPE_CHECKING:  # optional extras, imported only when used
 
 __all__ = ["EvalResult", "EvalTimings"]
 
-_NO_INTERVAL = "no confidence interval: it needs at least 2 episodes"
-
 # Episode rows shown by the HTML repr before it elides the rest.
 _HTML_ROWS = 10
 
@@ -184,8 +182,10 @@ class EvalResult:
     @property
     def iqm_return(self) -> float:
         """Interquartile mean of the episode returns: the mean of their middle 50 %
-        (``scipy.stats.trim_mean(returns, 0.25)``; NaN when no episode was counted)."""
-        return interquartile_mean(self.returns)
+        (``scipy.stats.trim_mean(returns, 0.25)``; NaN when no episode was counted or a return is
+        not finite)."""
+        returns = self.returns
+        return interquartile_mean(returns) if all(map(math.isfinite, returns)) else math.nan
 
     def _interval(self, statistic: Statistic) -> ConfidenceInterval:
         interval = self._intervals.get(statistic)
@@ -220,8 +220,18 @@ class EvalResult:
 
     @property
     def has_intervals(self) -> bool:
-        """Whether there are enough episodes (2) for the confidence intervals."""
-        return len(self.episodes) >= 2
+        """Whether the confidence intervals exist (:attr:`no_interval_reason` is ``None``)."""
+        return self.no_interval_reason is None
+
+    @property
+    def no_interval_reason(self) -> str | None:
+        """Why there are no confidence intervals (fewer than 2 episodes, or a return that is
+        NaN or infinite), or ``None`` when there are."""
+        if len(self.episodes) < 2:
+            return "needs at least 2 episodes"
+        if not all(map(math.isfinite, self.returns)):
+            return "needs finite returns (one is NaN or infinite)"
+        return None
 
     def with_bootstrap(self, *, resamples: int | None = None, seed: int | None = None) -> EvalResult:
         """This result with other bootstrap settings (the intervals are computed anew)."""
@@ -294,7 +304,7 @@ class EvalResult:
             "seed": self.bootstrap_seed,
         }
         if not self.has_intervals:
-            settings["note"] = _NO_INTERVAL
+            settings["note"] = f"no confidence interval: it {self.no_interval_reason}"
         return settings
 
     def to_json(self, indent: int | None = None) -> str:
@@ -394,7 +404,7 @@ class EvalResult:
 
         def with_ci(statistic: Statistic, value: float) -> str:
             if not self.has_intervals:
-                return f"{num(value)}  (no CI: needs at least 2 episodes)"
+                return f"{num(value)}  (no CI: {self.no_interval_reason})"
             interval = self._interval(statistic)
             return f"{num(value)}  95% CI [{num(interval.low)}, {num(interval.high)}]"
 

@@ -188,3 +188,17 @@ def test_plot_shows_the_intervals():
     labels = [text.get_text() for text in right.get_legend().get_texts()]
     assert labels == ["mean", "mean 95% CI", "IQM", "IQM 95% CI"]
     plt.close(figure)
+
+
+def test_a_non_finite_return_says_why_there_is_no_interval():
+    result = _result([1.0, float("inf"), 3.0])
+    assert result.no_interval_reason == "needs finite returns (one is NaN or infinite)"
+    assert "(no CI: needs finite returns (one is NaN or infinite))" in str(result)
+    assert np.isnan(result.iqm_return)
+    data = json.loads(result.to_json())
+    assert (
+        data["bootstrap"]["note"]
+        == "no confidence interval: it needs finite returns (one is NaN or infinite)"
+    )
+    with pytest.raises(ValueError, match="finite"):
+        _ = result.mean_return_ci
