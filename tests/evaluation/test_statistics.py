@@ -195,10 +195,7 @@ def test_a_non_finite_return_says_why_there_is_no_interval():
     assert result.no_interval_reason == "needs finite returns (one is NaN or infinite)"
     assert "(no CI: needs finite returns (one is NaN or infinite))" in str(result)
     assert np.isnan(result.iqm_return)
-    data = json.loads(result.to_json())
-    assert (
-        data["bootstrap"]["note"]
-        == "no confidence interval: it needs finite returns (one is NaN or infinite)"
-    )
+    note = result.to_dict()["bootstrap"]["note"]
+    assert note == "no confidence interval: it needs finite returns (one is NaN or infinite)"
     with pytest.raises(ValueError, match="finite"):
         _ = result.mean_return_ci
