@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from rlmesh_gym.cli._env_arguments import add_vectorization_argument
-from rlmesh_gym.cli._report import report_error
+from rlmesh_gym.cli._report import report_error, report_run_failure
 
 __all__ = ["register", "run"]
 
@@ -113,8 +113,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return report_error(str(exc), 2)
 
-    from rlmesh_gym.evaluation import EvaluationError, PolicyMismatchError, compare
-    from rlmesh_gym.runtime import RuntimeDriverError
+    from rlmesh_gym.evaluation import compare
 
     try:
         comparison = compare(
@@ -130,15 +129,7 @@ def run(args: argparse.Namespace) -> int:
             allow_pickle=args.allow_pickle,
             max_steps=args.max_steps,
         )
-    except KeyboardInterrupt:
-        return report_error("interrupted", 130)
-    except PolicyMismatchError as exc:  # bad input, found on the first predict
-        return report_error(str(exc), 2)
-    except EvaluationError as exc:
-        return report_error(str(exc), 1)
-    except (ValueError, TypeError, OSError, ImportError, RuntimeDriverError) as exc:
-        return report_error(str(exc), 2)
-    except Exception as exc:  # anything else raised while building the env or loading a policy
-        return report_error(f"{type(exc).__name__}: {exc}", 2)
+    except (KeyboardInterrupt, Exception) as exc:
+        return report_run_failure(exc)
     print(comparison.to_json(indent=2) if args.json else comparison)
     return 0

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from rlmesh_gym.cli._env_arguments import add_autoreset_argument, add_vectorization_argument
-from rlmesh_gym.cli._report import report_error
+from rlmesh_gym.cli._report import report_error, report_run_failure
 
 __all__ = ["register", "run"]
 
@@ -162,8 +162,7 @@ def run(args: argparse.Namespace) -> int:
                 2,
             )
 
-    from rlmesh_gym.evaluation import EvaluationError, PolicyMismatchError, evaluate
-    from rlmesh_gym.runtime import RuntimeDriverError
+    from rlmesh_gym.evaluation import evaluate
 
     try:
         result = evaluate(
@@ -182,16 +181,8 @@ def run(args: argparse.Namespace) -> int:
             target_ci=args.target_ci,
             max_episodes=args.max_episodes,
         )
-    except KeyboardInterrupt:
-        return report_error("interrupted", 130)
-    except PolicyMismatchError as exc:  # bad input, found on the first predict
-        return report_error(str(exc), 2)
-    except EvaluationError as exc:
-        return report_error(str(exc), 1)
-    except (ValueError, TypeError, OSError, ImportError, RuntimeDriverError) as exc:
-        return report_error(str(exc), 2)
-    except Exception as exc:  # anything else raised while building the env or loading the policy
-        return report_error(f"{type(exc).__name__}: {exc}", 2)
+    except (KeyboardInterrupt, Exception) as exc:
+        return report_run_failure(exc)
     if args.json:
         print(result.to_json(indent=2))
     else:
