@@ -21,6 +21,8 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "evaluate": "rlmesh_gym.evaluation",
+    "compare": "rlmesh_gym.evaluation",
+    "Comparison": "rlmesh_gym.evaluation",
     "evaluate_async": "rlmesh_gym.evaluation",
     "EvalResult": "rlmesh_gym.evaluation",
     "EvaluationError": "rlmesh_gym.evaluation",
@@ -40,6 +42,7 @@ _EXPORTS = {
 
 __all__ = [
     "CallablePolicy",
+    "Comparison",
     "EpisodeRecord",
     "EpisodeRecorder",
     "EvalResult",
@@ -50,6 +53,7 @@ __all__ = [
     "RuntimeSessionSpec",
     "TorchPolicy",
     "__version__",
+    "compare",
     "evaluate",
     "evaluate_async",
     "load_pretrained",
@@ -60,7 +64,14 @@ __all__ = [
 
 if TYPE_CHECKING:
     from rlmesh_gym.envs import GymVectorEnv
-    from rlmesh_gym.evaluation import EvalResult, EvaluationError, evaluate, evaluate_async
+    from rlmesh_gym.evaluation import (
+        Comparison,
+        EvalResult,
+        EvaluationError,
+        compare,
+        evaluate,
+        evaluate_async,
+    )
     from rlmesh_gym.policies import CallablePolicy, RandomPolicy, TorchPolicy, load_pretrained
     from rlmesh_gym.recording import EpisodeRecorder, load_recording, replay_episode
     from rlmesh_gym.records import EpisodeRecord

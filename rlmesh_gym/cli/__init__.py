@@ -17,7 +17,13 @@ from rlmesh_gym import __version__
 from rlmesh_gym._audience import command_line_audience
 
 # Subcommand modules, in the order `--help` lists them.
-_COMMANDS: tuple[str, ...] = ("eval_command", "inspect_command", "episodes_command", "serve_command")
+_COMMANDS: tuple[str, ...] = (
+    "eval_command",
+    "compare_command",
+    "inspect_command",
+    "episodes_command",
+    "serve_command",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

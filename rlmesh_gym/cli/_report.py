@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["report_error", "report_warning"]
+__all__ = ["report_error", "report_run_failure", "report_warning"]
 
 
 def report_error(message: str, code: int) -> int:
@@ -16,3 +16,22 @@ def report_error(message: str, code: int) -> int:
 def report_warning(message: str) -> None:
     """Print ``message`` as a warning; the command goes on."""
     print(f"rlmesh-gym: warning: {message}", file=sys.stderr, flush=True)
+
+
+def report_run_failure(exc: BaseException) -> int:
+    """Report what ``evaluate()`` or ``compare()`` raised and return the exit code: 130 on
+    Ctrl+C, 1 for an evaluation that failed after it started, 2 for bad input (an unknown env,
+    an unloadable policy, a policy that does not fit the env's spaces, bad values)."""
+    from rlmesh_gym.evaluation import EvaluationError, PolicyMismatchError
+    from rlmesh_gym.runtime import RuntimeDriverError
+
+    if isinstance(exc, KeyboardInterrupt):
+        return report_error("interrupted", 130)
+    if isinstance(exc, PolicyMismatchError):  # bad input, found on the first predict
+        return report_error(str(exc), 2)
+    if isinstance(exc, EvaluationError):
+        return report_error(str(exc), 1)
+    if isinstance(exc, (ValueError, TypeError, OSError, ImportError, RuntimeDriverError)):
+        return report_error(str(exc), 2)
+    # anything else raised while building the env or loading a policy
+    return report_error(f"{type(exc).__name__}: {exc}", 2)

@@ -11,7 +11,7 @@ from rlmesh_gym.cli._policy_arguments import (
     add_policy_factory_argument,
     policy_from_arguments,
 )
-from rlmesh_gym.cli._report import report_error
+from rlmesh_gym.cli._report import report_error, report_run_failure
 
 __all__ = ["register", "run"]
 
@@ -83,6 +83,21 @@ def register(subparsers: Any) -> None:
         default=None,
         metavar="STEPS",
         help="fail after this many vector steps if the episodes are not done yet (default: no cap)",
+    )
+    parser.add_argument(
+        "--target-ci",
+        type=float,
+        default=None,
+        metavar="HALF_WIDTH",
+        help="treat K as a round and add rounds until the mean return's 95%% CI half-width is at most "
+        "HALF_WIDTH (or --max-episodes is reached)",
+    )
+    parser.add_argument(
+        "--max-episodes",
+        type=int,
+        default=None,
+        metavar="CAP",
+        help="with --target-ci: never use more than CAP episodes (default: 100 rounds)",
     )
     parser.add_argument("--no-progress", action="store_true", help="never show the progress bar")
     parser.add_argument("--device", default="cpu", help="torch device of the policy (default: cpu)")
@@ -158,6 +173,12 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             return report_error(str(exc), 2)
         if len(addresses) > 1:
+            if args.target_ci is not None or args.max_episodes is not None:
+                return report_error(
+                    "--target-ci and --max-episodes apply to one env server or an in-process env, "
+                    "not a fleet; choose the episode count on one server first",
+                    2,
+                )
             return run_fleet_eval(args, addresses)
         args.env_address = addresses[0]
     if args.env_address is not None or args.policy_address is not None:
@@ -188,8 +209,7 @@ def run(args: argparse.Namespace) -> int:
                 2,
             )
 
-    from rlmesh_gym.evaluation import EvaluationError, PolicyMismatchError, evaluate
-    from rlmesh_gym.runtime import RuntimeDriverError
+    from rlmesh_gym.evaluation import evaluate
 
     try:
         result = evaluate(
@@ -205,17 +225,11 @@ def run(args: argparse.Namespace) -> int:
             device=args.device,
             allow_pickle=args.allow_pickle,
             max_steps=args.max_steps,
+            target_ci=args.target_ci,
+            max_episodes=args.max_episodes,
         )
-    except KeyboardInterrupt:
-        return report_error("interrupted", 130)
-    except PolicyMismatchError as exc:  # bad input, found on the first predict
-        return report_error(str(exc), 2)
-    except EvaluationError as exc:
-        return report_error(str(exc), 1)
-    except (ValueError, TypeError, OSError, ImportError, RuntimeDriverError) as exc:
-        return report_error(str(exc), 2)
-    except Exception as exc:  # anything else raised while building the env or loading the policy
-        return report_error(f"{type(exc).__name__}: {exc}", 2)
+    except (KeyboardInterrupt, Exception) as exc:
+        return report_run_failure(exc)
     if args.json:
         print(result.to_json(indent=2))
     else:

@@ -463,6 +463,8 @@ async def _remote_eval(args: argparse.Namespace) -> Any:
             device=args.device,
             allow_pickle=args.allow_pickle,
             max_steps=args.max_steps,
+            target_ci=args.target_ci,
+            max_episodes=args.max_episodes,
         )
     finally:
         try:

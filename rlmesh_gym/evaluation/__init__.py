@@ -6,6 +6,7 @@
 (500.0, (2, 2, 2, 2))
 """
 
+from rlmesh_gym.evaluation._compare import ComparedEpisode, Comparison, PairedDifference, compare
 from rlmesh_gym.evaluation._evaluate import (
     EvaluationError,
     PolicyMismatchError,
@@ -15,20 +16,34 @@ from rlmesh_gym.evaluation._evaluate import (
 )
 from rlmesh_gym.evaluation._quotas import EpisodeQuotas, lane_quotas
 from rlmesh_gym.evaluation._result import EvalResult, EvalTimings, FleetServer
+from rlmesh_gym.evaluation._statistics import (
+    ConfidenceInterval,
+    bootstrap_interval,
+    interquartile_mean,
+    probability_of_improvement,
+)
 from rlmesh_gym.evaluation.fleet import evaluate_fleet, evaluate_fleet_async, fleet_route_id
 
 __all__ = [
+    "ComparedEpisode",
+    "Comparison",
+    "ConfidenceInterval",
     "EpisodeQuotas",
     "EvalResult",
     "EvalTimings",
     "EvaluationError",
     "FleetServer",
+    "PairedDifference",
     "PolicyMismatchError",
+    "bootstrap_interval",
+    "compare",
     "default_ids",
     "evaluate",
     "evaluate_async",
     "evaluate_fleet",
     "evaluate_fleet_async",
     "fleet_route_id",
+    "interquartile_mean",
     "lane_quotas",
+    "probability_of_improvement",
 ]

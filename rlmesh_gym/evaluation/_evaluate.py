@@ -10,10 +10,12 @@ from time import perf_counter_ns
 from typing import Any
 
 from rlmesh_gym.evaluation._blocking import run_blocking
+from rlmesh_gym.evaluation._precision import PrecisionTarget, check_precision_arguments
 from rlmesh_gym.evaluation._progress import EpisodeProgress, progress_wanted
 from rlmesh_gym.evaluation._quotas import EpisodeQuotas, lane_quotas
 from rlmesh_gym.evaluation._resolve import ResolvedEnv, describe_policy, resolve_env, resolve_policy
 from rlmesh_gym.evaluation._result import EvalResult, EvalTimings
+from rlmesh_gym.evaluation._statistics import DEFAULT_BOOTSTRAP_SEED, DEFAULT_RESAMPLES
 from rlmesh_gym.records import EpisodeRecord
 from rlmesh_gym.runtime import (
     CancellationToken,
@@ -80,10 +82,17 @@ class _EvaluationHooks(RuntimeHooks):
     cancellation of the awaiting task) would wait for the whole evaluation.
     """
 
-    def __init__(self, quotas: EpisodeQuotas, progress: EpisodeProgress | None, yield_to_loop: bool) -> None:
+    def __init__(
+        self,
+        quotas: EpisodeQuotas,
+        progress: EpisodeProgress | None,
+        yield_to_loop: bool,
+        precision: PrecisionTarget | None = None,
+    ) -> None:
         self.quotas = quotas
         self.progress = progress
         self.yield_to_loop = yield_to_loop
+        self.precision = precision
         self.driver: RuntimeDriver | None = None
         self.started_ns: int | None = None
         self.ended_ns: int | None = None
@@ -120,12 +129,25 @@ class _EvaluationHooks(RuntimeHooks):
                 return
             if self.progress is not None:
                 self.progress.update(record.episode_return)
+            if self.precision is not None:
+                self._add_rounds()
         except Exception as exc:
             self.error = exc
             self._stop(_COUNT_FAILED_REASON)
             return
         if quotas.met:
             self._stop(_STOP_REASON)
+
+    def _add_rounds(self) -> None:
+        # target_ci: at each round boundary, another whole round while the CI is too wide. The
+        # lanes' kept overflow counts first, so it may complete a round at once.
+        precision, quotas = self.precision, self.quotas
+        while quotas.met and precision.wants_another_round(quotas):
+            if self.progress is not None:
+                self.progress.add_total(sum(precision.round_quotas))
+            for record in quotas.add_round(precision.round_quotas):
+                if self.progress is not None:
+                    self.progress.update(record.episode_return)
 
 
 class _CappedEvaluationHooks(_EvaluationHooks):
@@ -136,9 +158,14 @@ class _CappedEvaluationHooks(_EvaluationHooks):
     """
 
     def __init__(
-        self, quotas: EpisodeQuotas, progress: EpisodeProgress | None, yield_to_loop: bool, max_steps: int
+        self,
+        quotas: EpisodeQuotas,
+        progress: EpisodeProgress | None,
+        yield_to_loop: bool,
+        precision: PrecisionTarget | None,
+        max_steps: int,
     ) -> None:
-        super().__init__(quotas, progress, yield_to_loop)
+        super().__init__(quotas, progress, yield_to_loop, precision)
         self.max_steps = max_steps
         self.steps = 0
         self.capped = False
@@ -171,10 +198,14 @@ class SessionEvaluation:
         max_steps: int | None = None,
         env_kwargs: dict[str, Any] | None = None,
         quotas: tuple[int, ...] | None = None,
+        target_ci: float | None = None,
+        max_episodes: int | None = None,
     ) -> None:
         # ``progress`` may be a bar shared with other sessions (a fleet's), left open at the end;
         # ``quotas`` replaces the even split of ``episodes`` (a fleet gives each server its share).
         self.resolved = resolved
+        self.target_ci = target_ci
+        self.max_episodes = max_episodes
         self.env_kwargs = env_kwargs
         self.model = model
         self.policy_name = policy_name
@@ -213,10 +244,11 @@ class SessionEvaluation:
             vectorization=self.resolved.vectorization,
             session_id=self.session_id,
             route_id=self.route_id,
-            quotas=self.quotas,
+            quotas=hooks.quotas.quotas if hooks is not None else self.quotas,
             episodes=tuple(hooks.quotas.records) if hooks is not None else (),
             timings=self._timings(),
             complete=complete,
+            target_ci=self.target_ci,
         )
 
     def _timings(self) -> EvalTimings:
@@ -252,7 +284,12 @@ class SessionEvaluation:
         recorder: Any = None
         ran = False
         try:
-            quotas = EpisodeQuotas(self.quotas)
+            precision = None
+            if self.target_ci is not None:
+                precision = PrecisionTarget(
+                    self.target_ci, self.quotas, self.max_episodes, DEFAULT_RESAMPLES, DEFAULT_BOOTSTRAP_SEED
+                )
+            quotas = EpisodeQuotas(self.quotas, keep_overflow=precision is not None)
             if self.record is not None:
                 from rlmesh_gym.recording import EpisodeRecorder
 
@@ -278,9 +315,9 @@ class SessionEvaluation:
                 progress = EpisodeProgress(self.episodes, f"{resolved.env_id} x{resolved.num_envs}")
             bar = progress if shared_progress is None else shared_progress
             if self.max_steps is None:
-                hooks = _EvaluationHooks(quotas, bar, yield_to_loop)
+                hooks = _EvaluationHooks(quotas, bar, yield_to_loop, precision)
             else:
-                hooks = _CappedEvaluationHooks(quotas, bar, yield_to_loop, self.max_steps)
+                hooks = _CappedEvaluationHooks(quotas, bar, yield_to_loop, precision, self.max_steps)
             self.hooks = hooks
             all_hooks: list[RuntimeHooks] = [hooks]
             if recorder is not None:
@@ -437,8 +474,11 @@ def _prepare(
     allow_pickle: bool,
     env_kwargs: dict[str, Any] | None,
     max_steps: int | None = None,
+    target_ci: float | None = None,
+    max_episodes: int | None = None,
 ) -> SessionEvaluation:
     hooks = check_run_arguments(episodes, seed, max_steps, hooks, limits)
+    max_episodes = check_precision_arguments(target_ci, max_episodes, episodes)
     env_kwargs = _frame_env_kwargs(env, record, env_kwargs)
     resolved = resolve_env(
         env, num_envs=num_envs, autoreset=autoreset, vectorization=vectorization, env_kwargs=env_kwargs
@@ -467,6 +507,8 @@ def _prepare(
             route_id=route_id,
             max_steps=max_steps,
             env_kwargs=env_kwargs,
+            target_ci=target_ci,
+            max_episodes=max_episodes,
         )
     except BaseException:
         if resolved.owned:
@@ -499,6 +541,11 @@ def _fleet_options(arguments: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(
             f"{', '.join(given)} cannot be given for a fleet of env servers: each server sets its own "
             "lanes, autoreset mode and env (see serve-env)"
+        )
+    if arguments["target_ci"] is not None or arguments["max_episodes"] is not None:
+        raise ValueError(
+            "target_ci and max_episodes apply to one session; a fleet evaluates a fixed number of "
+            "episodes (choose it with target_ci on one server first)"
         )
     return {name: arguments[name] for name in _FLEET_PASSED}
 
@@ -570,6 +617,8 @@ def evaluate(
     env_kwargs: dict[str, Any] | None = None,
     max_steps: int | None = None,
     on_server_failure: str = "raise",
+    target_ci: float | None = None,
+    max_episodes: int | None = None,
 ) -> EvalResult:
     """Evaluate ``policy`` on ``env`` for ``episodes`` episodes and return an :class:`EvalResult`.
 
@@ -593,6 +642,13 @@ def evaluate(
     notebook. ``max_steps`` caps the session at that many vector steps: reaching it before
     every quota is met raises :class:`EvaluationError` (``.partial`` holds the episodes
     counted so far), so a lane whose episodes never end cannot run forever.
+
+    ``target_ci`` (a return difference, e.g. ``5.0``) makes ``episodes`` a round: after each
+    round, while the mean return's 95 % CI half-width is above ``target_ci``, every lane's
+    quota grows by its first-round quota, up to ``max_episodes`` (default ``100 * episodes``;
+    never exceeded, only whole rounds). ``len(result.episodes)`` is the number used and
+    ``result.target_met`` says whether the target was reached (docs/evaluation.md, "How many
+    episodes").
 
     An env you pass in can be evaluated again: episodes it still has running (from an earlier
     evaluation or your own use) are ended before the session starts and are not counted, and
@@ -641,6 +697,8 @@ def evaluate(
         allow_pickle=allow_pickle,
         env_kwargs=env_kwargs,
         max_steps=max_steps,
+        target_ci=target_ci,
+        max_episodes=max_episodes,
     )
     return run_blocking(evaluation.run, evaluation.cancel)
 
@@ -666,6 +724,8 @@ async def evaluate_async(
     env_kwargs: dict[str, Any] | None = None,
     max_steps: int | None = None,
     on_server_failure: str = "raise",
+    target_ci: float | None = None,
+    max_episodes: int | None = None,
 ) -> EvalResult:
     """:func:`evaluate` as a coroutine, run on the caller's event loop.
 
@@ -698,5 +758,7 @@ async def evaluate_async(
         allow_pickle=allow_pickle,
         env_kwargs=env_kwargs,
         max_steps=max_steps,
+        target_ci=target_ci,
+        max_episodes=max_episodes,
     )
     return await evaluation.run(yield_to_loop=True)

@@ -66,6 +66,12 @@ class EpisodeProgress:
             self._bar.set_postfix_str(f"mean return {self._total_return / self._count:.2f}", refresh=False)
             self._bar.update(1)
 
+    def add_total(self, episodes: int) -> None:
+        """Expect ``episodes`` more (another round of ``target_ci``)."""
+        if self._bar is not None:
+            self._bar.total += episodes
+            self._bar.refresh()
+
     def close(self) -> None:
         """Finish the bar (idempotent)."""
         if self._bar is not None:

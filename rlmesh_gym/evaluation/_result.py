@@ -6,9 +6,18 @@ import html
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from rlmesh_gym.evaluation._statistics import (
+    DEFAULT_BOOTSTRAP_SEED,
+    DEFAULT_CONFIDENCE_LEVEL,
+    DEFAULT_RESAMPLES,
+    ConfidenceInterval,
+    Statistic,
+    bootstrap_interval,
+    interquartile_mean,
+)
 from rlmesh_gym.records import EpisodeRecord
 
 if TYPE_CHECKING:  # optional extras, imported only when used
@@ -132,6 +141,12 @@ class EvalResult:
     others (``on_server_failure="reassign"``), how many in ``reassigned_episodes``; those
     episodes come from the survivors' lanes, so ``episodes_per_lane`` then differs from
     ``quotas``.
+
+    Beside mean and std it reports the interquartile mean and 95 % percentile-bootstrap
+    confidence intervals of both (``mean_return_ci``, ``iqm_return_ci``), drawn with
+    ``bootstrap_resamples`` resamples from an rng seeded with ``bootstrap_seed``
+    (:meth:`with_bootstrap` changes them). ``target_ci`` is the half-width
+    ``evaluate(..., target_ci=)`` aimed for (``None`` when it was not used).
     """
 
     env_id: str
@@ -149,6 +164,13 @@ class EvalResult:
     complete: bool = True
     servers: tuple[FleetServer, ...] = ()
     reassigned_episodes: int = 0
+    bootstrap_resamples: int = DEFAULT_RESAMPLES
+    bootstrap_seed: int = DEFAULT_BOOTSTRAP_SEED
+    target_ci: float | None = None
+    # Bootstrap intervals, computed on first use (the dict is mutable; the result is not).
+    _intervals: dict[str, ConfidenceInterval] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     # -- statistics -------------------------------------------------------------------------
 
@@ -195,6 +217,68 @@ class EvalResult:
         return sum(flags) / len(flags) if flags else None
 
     @property
+    def iqm_return(self) -> float:
+        """Interquartile mean of the episode returns: the mean of their middle 50 %
+        (``scipy.stats.trim_mean(returns, 0.25)``; NaN when no episode was counted or a return is
+        not finite)."""
+        returns = self.returns
+        return interquartile_mean(returns) if all(map(math.isfinite, returns)) else math.nan
+
+    def _interval(self, statistic: Statistic) -> ConfidenceInterval:
+        interval = self._intervals.get(statistic)
+        if interval is None:
+            interval = bootstrap_interval(
+                self.returns, statistic, resamples=self.bootstrap_resamples, seed=self.bootstrap_seed
+            )
+            self._intervals[statistic] = interval
+        return interval
+
+    @property
+    def mean_return_ci(self) -> ConfidenceInterval:
+        """The mean return with its 95 % bootstrap confidence interval.
+
+        Raises ``ValueError`` when fewer than 2 episodes were counted (no interval exists).
+        """
+        return self._interval("mean")
+
+    @property
+    def iqm_return_ci(self) -> ConfidenceInterval:
+        """The interquartile mean with its 95 % bootstrap confidence interval (``ValueError``
+        for fewer than 2 episodes)."""
+        return self._interval("iqm")
+
+    @property
+    def target_met(self) -> bool | None:
+        """With ``target_ci``: whether the mean's CI half-width reached it (``False`` when the
+        episode cap stopped the rounds first); ``None`` without a target."""
+        if self.target_ci is None:
+            return None
+        return self.has_intervals and self._interval("mean").half_width <= self.target_ci
+
+    @property
+    def has_intervals(self) -> bool:
+        """Whether the confidence intervals exist (:attr:`no_interval_reason` is ``None``)."""
+        return self.no_interval_reason is None
+
+    @property
+    def no_interval_reason(self) -> str | None:
+        """Why there are no confidence intervals (fewer than 2 episodes, or a return that is
+        NaN or infinite), or ``None`` when there are."""
+        if len(self.episodes) < 2:
+            return "needs at least 2 episodes"
+        if not all(map(math.isfinite, self.returns)):
+            return "needs finite returns (one is NaN or infinite)"
+        return None
+
+    def with_bootstrap(self, *, resamples: int | None = None, seed: int | None = None) -> EvalResult:
+        """This result with other bootstrap settings (the intervals are computed anew)."""
+        return replace(
+            self,
+            bootstrap_resamples=self.bootstrap_resamples if resamples is None else resamples,
+            bootstrap_seed=self.bootstrap_seed if seed is None else seed,
+        )
+
+    @property
     def episodes_per_lane(self) -> tuple[int, ...]:
         """How many counted episodes each lane contributed."""
         counts = [0] * self.num_envs
@@ -203,10 +287,21 @@ class EvalResult:
         return tuple(counts)
 
     def summary(self) -> dict[str, Any]:
-        """The summary statistics as a dict (NaN for an empty result)."""
+        """The summary statistics as a dict (NaN for an empty result; the interval bounds are
+        NaN for fewer than 2 episodes)."""
+        bounds = {}
+        for statistic in ("mean", "iqm"):
+            interval = self._interval(statistic) if self.has_intervals else None
+            bounds[f"{statistic}_return_ci_low"] = interval.low if interval else math.nan
+            bounds[f"{statistic}_return_ci_high"] = interval.high if interval else math.nan
         return {
             "episodes": len(self.episodes),
             "mean_return": self.mean_return,
+            "mean_return_ci_low": bounds["mean_return_ci_low"],
+            "mean_return_ci_high": bounds["mean_return_ci_high"],
+            "iqm_return": self.iqm_return,
+            "iqm_return_ci_low": bounds["iqm_return_ci_low"],
+            "iqm_return_ci_high": bounds["iqm_return_ci_high"],
             "std_return": self.std_return,
             "min_return": self.min_return,
             "max_return": self.max_return,
@@ -231,6 +326,9 @@ class EvalResult:
             "quotas": list(self.quotas),
             "complete": self.complete,
             "summary": {key: _json_number(value) for key, value in self.summary().items()},
+            "bootstrap": self._bootstrap_settings(),
+            "target_ci": self.target_ci,
+            "target_met": self.target_met,
             "timings": self.timings.to_dict(),
             "episodes": [record.to_dict() for record in self.episodes],
             **(
@@ -242,6 +340,17 @@ class EvalResult:
                 else {}
             ),
         }
+
+    def _bootstrap_settings(self) -> dict[str, Any]:
+        settings: dict[str, Any] = {
+            "confidence_level": DEFAULT_CONFIDENCE_LEVEL,
+            "method": "percentile",
+            "resamples": self.bootstrap_resamples,
+            "seed": self.bootstrap_seed,
+        }
+        if not self.has_intervals:
+            settings["note"] = f"no confidence interval: it {self.no_interval_reason}"
+        return settings
 
     def to_json(self, indent: int | None = None) -> str:
         """:meth:`to_dict` serialised as JSON."""
@@ -272,7 +381,9 @@ class EvalResult:
         )
 
     def plot(self, ax: Any = None) -> Figure:
-        """Plot the episode returns: per episode by lane (left) and as a histogram (right).
+        """Plot the episode returns: per episode by lane (left, with the mean and its 95 % CI
+        as a band) and as a histogram (right, with the mean and the IQM and their CIs as
+        bands; no bands for fewer than 2 episodes).
 
         With ``ax`` (a pair of matplotlib axes) it draws into those; otherwise it makes a new
         figure. Returns the figure.
@@ -292,14 +403,25 @@ class EvalResult:
         for lane in lanes:
             points = [(i, r.episode_return) for i, r in enumerate(self.episodes) if r.lane == lane]
             left.scatter([p[0] for p in points], [p[1] for p in points], s=12, label=f"lane {lane}")
+        intervals = {s: self._interval(s) for s in ("mean", "iqm")} if self.has_intervals else {}
         if not math.isnan(self.mean_return):
             left.axhline(self.mean_return, color="black", linewidth=1, linestyle="--", label="mean")
+        if "mean" in intervals:
+            mean_ci = intervals["mean"]
+            left.axhspan(mean_ci.low, mean_ci.high, color="black", alpha=0.12, label="mean 95% CI")
         left.set_xlabel("episode (completion order)")
         left.set_ylabel("return")
         left.set_title(f"{self.env_id}: returns by lane")
         if 0 < len(lanes) <= 10:
             left.legend(fontsize="small")
-        right.hist(self.returns, bins=min(30, max(1, len(self.episodes))))
+        right.hist(self.returns, bins=min(30, max(1, len(self.episodes))), color="0.7")
+        for statistic, label, color in (("mean", "mean", "tab:blue"), ("iqm", "IQM", "tab:orange")):
+            interval = intervals.get(statistic)
+            if interval is not None:
+                right.axvline(interval.estimate, color=color, linewidth=1.5, label=label)
+                right.axvspan(interval.low, interval.high, color=color, alpha=0.2, label=f"{label} 95% CI")
+        if intervals:
+            right.legend(fontsize="small")
         right.set_xlabel("return")
         right.set_ylabel("episodes")
         right.set_title(f"{len(self.episodes)} episodes, mean {self.mean_return:.2f}")
@@ -328,10 +450,18 @@ class EvalResult:
         def num(value: float | None, digits: int = 2) -> str:
             return "n/a" if value is None or math.isnan(value) else f"{value:,.{digits}f}"
 
+        def with_ci(statistic: Statistic, value: float) -> str:
+            if not self.has_intervals:
+                return f"{num(value)}  (no CI: {self.no_interval_reason})"
+            interval = self._interval(statistic)
+            return f"{num(value)}  95% CI [{num(interval.low)}, {num(interval.high)}]"
+
         timing = self.timings
         rows = [
-            ("episodes", f"{len(self.episodes)} of {self.episodes_requested}"),
-            ("mean return", num(self.mean_return)),
+            ("episodes", self._episodes_row()),
+            ("mean return", with_ci("mean", self.mean_return)),
+            ("IQM return", with_ci("iqm", self.iqm_return)),
+            ("bootstrap", f"{self.bootstrap_resamples:,} resamples (percentile), seed {self.bootstrap_seed}"),
             ("std return", num(self.std_return)),
             ("min / max return", f"{num(self.min_return)} / {num(self.max_return)}"),
             ("mean length", num(self.mean_length, 1)),
@@ -352,6 +482,16 @@ class EvalResult:
         if self.reassigned_episodes:
             rows.append(("reassigned", f"{self.reassigned_episodes} episodes moved to surviving servers"))
         return rows
+
+    def _episodes_row(self) -> str:
+        if self.target_ci is None:
+            return f"{len(self.episodes)} of {self.episodes_requested}"
+        rounds = sum(self.quotas) // self.episodes_requested
+        outcome = "met" if self.target_met else "not met (episode cap)"
+        return (
+            f"{len(self.episodes)} ({rounds} round(s) of {self.episodes_requested}; "
+            f"target CI half-width {self.target_ci:g} {outcome})"
+        )
 
     def __str__(self) -> str:
         rows = self._rows()

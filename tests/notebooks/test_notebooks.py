@@ -22,7 +22,7 @@ _PROBE = "import sys; print(sys.executable)"
 
 
 def test_there_are_notebooks():
-    assert [path.name for path in NOTEBOOKS] == ["explore_episodes.ipynb"]
+    assert [path.name for path in NOTEBOOKS] == ["compare_policies.ipynb", "explore_episodes.ipynb"]
 
 
 @pytest.mark.timeout(300)

@@ -1,0 +1,151 @@
+"""``rlmesh-gym compare`` and the interval estimates in ``rlmesh-gym eval``: outputs and exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rlmesh_gym.cli import build_parser, main
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_compare_is_registered():
+    assert "compare" in build_parser().format_help()
+
+
+def test_compare_prints_the_policies_and_the_pair(capsys):
+    code, out, err = run_cli(
+        capsys,
+        "compare",
+        "CartPole-v1",
+        "--policy",
+        "shipped=pretrained:cartpole",
+        "--policy",
+        "random",
+        "--episodes",
+        "4",
+        "--num-envs",
+        "2",
+        "--no-progress",
+    )
+    assert code == 0, err
+    lines = out.splitlines()
+    assert (
+        lines[0]
+        == "CartPole-v1 | 2 policies on the same 4 seeded episodes | 2 lane(s) | seed 0 | autoreset disabled"
+    )
+    assert lines[2].split()[:2] == ["shipped", "500.00"]
+    assert lines[5].split()[:3] == ["shipped", "-", "random"] and lines[5].split()[-1] == "1.000"
+
+
+def test_compare_json_pairs_identical_policies_exactly(capsys):
+    code, out, err = run_cli(
+        capsys,
+        "compare",
+        "CartPole-v1",
+        "--policy",
+        "random",
+        "--policy",
+        "again=random",
+        "--episodes",
+        "6",
+        "--num-envs",
+        "3",
+        "--seed",
+        "9",
+        "--json",
+    )
+    assert code == 0, err
+    data = json.loads(out)
+    assert (
+        data["seed"] == 9
+        and data["episodes_per_policy"] == 6
+        and list(data["results"]) == ["random", "again"]
+    )
+    (pair,) = data["pairs"]
+    assert (pair["a"], pair["b"], pair["probability_of_improvement"]) == ("random", "again", 0.5)
+    assert (pair["mean_difference"]["low"], pair["mean_difference"]["high"]) == (0.0, 0.0)
+    assert [row["returns"]["random"] for row in data["episodes"]] == [
+        row["returns"]["again"] for row in data["episodes"]
+    ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--policy", "random", "--policy", "no-such-policy"], "policy 'no-such-policy' is not 'random'"),
+        (["--policy", "random"], "at least two --policy options, got 1"),
+        (["--policy", "random", "--policy", "random"], "'random' given twice"),
+        (["--policy", "random", "--policy", "=random"], "expected POLICY or NAME=POLICY"),
+        (["--policy", "random", "--policy", "x=random", "--episodes", "1"], "--episodes must be at least 2"),
+        (["--policy", "random", "--policy", "pretrained:cartpole", "--env", "x"], None),
+    ],
+)
+def test_compare_bad_input_exits_2_with_one_line(capsys, argv, message):
+    if message is None:  # an unknown flag: argparse's own usage error
+        with pytest.raises(SystemExit) as exit_info:
+            main(["compare", "CartPole-v1", *argv])
+        assert exit_info.value.code == 2
+        return
+    code, out, err = run_cli(capsys, "compare", "CartPole-v1", *argv, "--no-progress")
+    assert code == 2 and out == ""
+    assert err.startswith("rlmesh-gym: error: ") and message in err and "Traceback" not in err
+
+
+def test_compare_policy_that_does_not_fit_exits_2(capsys):
+    code, _, err = run_cli(
+        capsys,
+        "compare",
+        "MountainCar-v0",
+        "--policy",
+        "random",
+        "--policy",
+        "pretrained:cartpole",
+        "--episodes",
+        "2",
+    )
+    assert code == 2
+    assert "policy 'pretrained:cartpole' failed on the first observations of MountainCar-v0" in err
+
+
+def test_eval_shows_intervals_and_target_ci(capsys):
+    code, out, err = run_cli(
+        capsys,
+        "eval",
+        "CartPole-v1",
+        "--policy",
+        "random",
+        "--episodes",
+        "4",
+        "--num-envs",
+        "2",
+        "--autoreset",
+        "disabled",
+        "--target-ci",
+        "100",
+        "--json",
+    )
+    assert code == 0, err
+    data = json.loads(out)
+    assert (
+        data["summary"]["mean_return_ci_low"]
+        <= data["summary"]["mean_return"]
+        <= data["summary"]["mean_return_ci_high"]
+    )
+    assert data["bootstrap"]["resamples"] == 9999 and data["bootstrap"]["seed"] == 0
+    assert (data["target_ci"], data["target_met"], data["summary"]["episodes"]) == (100.0, True, 4)
+
+    code, out, _ = run_cli(
+        capsys, "eval", "CartPole-v1", "--policy", "random", "--episodes", "3", "--no-progress"
+    )
+    assert code == 0
+    assert "95% CI [" in out and "IQM return" in out and "9,999 resamples (percentile), seed 0" in out
+
+    code, _, err = run_cli(capsys, "eval", "CartPole-v1", "--policy", "random", "--target-ci", "-1")
+    assert code == 2 and "target_ci must be a positive number" in err
