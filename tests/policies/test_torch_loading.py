@@ -84,12 +84,12 @@ def test_pickled_modules_are_refused_without_opt_in(net: Net, tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("setup", "kwargs", "error", "message"),
     [
-        ("missing", {}, FileNotFoundError, "is not a file; expected a TorchScript archive"),
+        ("missing", {}, FileNotFoundError, "is not a file; expected a torch.export program (torch.export.save, .pt2), a TorchScript archive"),
         (
             "garbage",
             {},
             ValueError,
-            "could not be read as a TorchScript archive (torch.jit.save), a state_dict",
+            "could not be read as a torch.export program (torch.export.save, .pt2), a TorchScript archive",
         ),
         ("state_dict", {}, ValueError, "holds a state_dict (4 tensors) but no module; pass factory="),
         (
