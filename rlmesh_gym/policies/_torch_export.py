@@ -65,9 +65,10 @@ class ExportedPolicy:
                 "export it with an example batch of the env's observations"
             )
         if example.dtype != expected_dtype:
+            got, want = (str(dtype).removeprefix("torch.") for dtype in (example.dtype, expected_dtype))
             raise ValueError(
-                f"{self.__name__} was exported for {str(example.dtype).removeprefix('torch.')} inputs, but the "
-                f"observation space {space} gives {str(expected_dtype).removeprefix('torch.')} batches; "
+                f"{self.__name__} was exported for {got} inputs, but the observation space {space} gives "
+                f"{want} batches; "
                 "export it with an example batch of the env's dtype"
             )
 

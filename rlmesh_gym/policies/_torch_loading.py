@@ -62,7 +62,9 @@ def load_safetensors(data: bytes | Path, device: torch.device, source: str) -> d
     try:
         from safetensors.torch import load, load_file
     except ModuleNotFoundError as error:
-        raise ImportError(f"{source} is a safetensors file, and safetensors is not installed: {_SAFETENSORS_INSTALL}") from error
+        raise ImportError(
+            f"{source} is a safetensors file, and safetensors is not installed: {_SAFETENSORS_INSTALL}"
+        ) from error
     try:
         if isinstance(data, Path):
             return load_file(data, device=str(device))
@@ -113,7 +115,8 @@ def load_policy_file(
             raise ValueError(f"TorchPolicy.load: {file} is a broken torch.export program: {error}") from error
         return ExportedPolicy(program, file.name)
     if _is_safetensors(file):
-        return _into_factory(load_safetensors(file, device, f"TorchPolicy.load: {file}"), file, factory, device)
+        state = load_safetensors(file, device, f"TorchPolicy.load: {file}")
+        return _into_factory(state, file, factory, device)
     if _is_torchscript(file):
         if factory is not None:
             raise ValueError(
