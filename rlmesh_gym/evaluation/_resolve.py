@@ -383,7 +383,8 @@ def resolve_policy(
         return CallablePolicy(policy, contract)
     raise TypeError(
         "policy must be an nn.Module, a TorchScript module, a Stable-Baselines3 model, a RuntimeModel, "
-        f"a callable, 'random', 'pretrained:NAME', 'sb3:PATH.zip', 'package.module:attr' or a path; got {type(policy).__module__}."
+        "a callable, 'random', 'pretrained:NAME', 'sb3:PATH.zip', 'package.module:attr' or a path; "
+        f"got {type(policy).__module__}."
         f"{type(policy).__qualname__}"
     )
 

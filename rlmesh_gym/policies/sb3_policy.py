@@ -51,7 +51,7 @@ def is_sb3_model(obj: object) -> bool:
 
 
 def is_sb3_zip(path: str | PathLike[str]) -> bool:
-    """Whether ``path`` is a zip written by an SB3 ``model.save()`` (a ``data`` and a ``policy.pth`` record)."""
+    """Whether ``path`` is a zip written by SB3's ``model.save()`` (``data`` and ``policy.pth`` records)."""
     if not zipfile.is_zipfile(path):
         return False
     with zipfile.ZipFile(path) as archive:
@@ -64,11 +64,11 @@ def _algorithm_of(path: Path) -> Any:
     with zipfile.ZipFile(path) as archive:
         info = archive.getinfo("data")
         if info.file_size > _DATA_LIMIT:
-            raise ValueError(f"{path}: its data record holds {info.file_size} bytes; not an SB3 model.save() file")
+            raise ValueError(f"{path}: a data record of {info.file_size} bytes is not from SB3's model.save()")
         try:
             data = json.loads(archive.read(info))
         except ValueError as error:
-            raise ValueError(f"{path}: its data record is not JSON, so not an SB3 model.save() file") from error
+            raise ValueError(f"{path}: its data record is not JSON, so not from SB3's model.save()") from error
     policy_class = data.get("policy_class") if isinstance(data, dict) else None
     module = policy_class.get("__module__") if isinstance(policy_class, dict) else None
     name = _ALGORITHMS.get(module)
@@ -136,7 +136,8 @@ class SB3Policy(PolicyModel[None]):
         _stable_baselines3()
         if not is_sb3_model(model):
             raise TypeError(
-                f"SB3Policy: model must be a Stable-Baselines3 algorithm or policy, got {type(model).__name__}"
+                "SB3Policy: model must be a Stable-Baselines3 algorithm or policy, "
+                f"got {type(model).__name__}"
             )
         if not isinstance(deterministic, bool):
             raise TypeError(f"SB3Policy: deterministic must be a bool, got {deterministic!r}")
@@ -176,7 +177,8 @@ class SB3Policy(PolicyModel[None]):
             model = algorithm.load(file, device=device)
         except Exception as error:  # SB3 reports unreadable parts with assorted exception types
             raise ValueError(
-                f"SB3Policy.load: {algorithm.__name__}.load({str(file)!r}) failed: {type(error).__name__}: {error}"
+                f"SB3Policy.load: {algorithm.__name__}.load({str(file)!r}) failed: "
+                f"{type(error).__name__}: {error}"
             ) from error
         policy = cls(model, None, **kwargs)
         policy.source = file.name

@@ -51,7 +51,9 @@ def test_evaluate_returns_equal_a_plain_gymnasium_loop_with_the_same_seeds(
     model, path = trained
     policy = {"object": model, "zip path": path, "sb3: reference": f"sb3:{path}"}[form]
     # DISABLED autoreset: the driver resets every episode with its own recorded seed.
-    result = evaluate("CartPole-v1", policy, episodes=6, num_envs=3, seed=11, autoreset="disabled", progress=False)
+    result = evaluate(
+        "CartPole-v1", policy, episodes=6, num_envs=3, seed=11, autoreset="disabled", progress=False
+    )
     assert len(result.episodes) == 6 and all(record.seed is not None for record in result.episodes)
     expected = [plain_gymnasium_return(model, record.seed) for record in result.episodes]
     assert result.returns == expected
@@ -75,7 +77,8 @@ def test_an_sb3_zip_for_another_observation_space_is_refused(tmp_path: Path) -> 
     other = PPO("MlpPolicy", "MountainCar-v0", n_steps=64, batch_size=64, device="cpu")
     path = tmp_path / "mountaincar.zip"
     other.save(path)
-    with pytest.raises(ValueError, match=r"trained on the observation space Box\(\[-1\.2.*env's observation space"):
+    refused = r"trained on the observation space Box\(\[-1\.2.*env's observation space"
+    with pytest.raises(ValueError, match=refused):
         evaluate("CartPole-v1", f"sb3:{path}", episodes=1, progress=False)
     assert main(["eval", "CartPole-v1", "--policy", str(path), "--episodes", "1"]) == 2
 
