@@ -64,11 +64,11 @@ def _algorithm_of(path: Path) -> Any:
     with zipfile.ZipFile(path) as archive:
         info = archive.getinfo("data")
         if info.file_size > _DATA_LIMIT:
-            raise ValueError(f"{path}: a data record of {info.file_size} bytes is not from SB3's model.save()")
+            raise ValueError(f"{path}: a data record of {info.file_size} bytes: not from model.save()")
         try:
             data = json.loads(archive.read(info))
         except ValueError as error:
-            raise ValueError(f"{path}: its data record is not JSON, so not from SB3's model.save()") from error
+            raise ValueError(f"{path}: its data record is not JSON: not from model.save()") from error
     policy_class = data.get("policy_class") if isinstance(data, dict) else None
     module = policy_class.get("__module__") if isinstance(policy_class, dict) else None
     name = _ALGORITHMS.get(module)
