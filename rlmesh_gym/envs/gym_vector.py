@@ -33,6 +33,7 @@ from gymnasium.spaces import Discrete, MultiDiscrete, Space
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
 from rlmesh_gym.envs._infos import lane_info
+from rlmesh_gym.envs.env_ids import unknown_env_id
 from rlmesh_gym.envs.episodes import LaneEpisodes
 from rlmesh_gym.envs.one_lane import OneLaneVector, lane_zero_info
 from rlmesh_gym.envs.reset_plan import EnvResetShape, InvalidReset, ResetPlan, plan_reset
@@ -227,6 +228,11 @@ class GymVectorEnv(RuntimeEnv):
         adapter takes its own plain copy of each observation batch, cheaper than gymnasium's
         deep copy); pass ``vector_kwargs={"copy": True}`` if you also step :attr:`env` yourself and
         keep its observations.
+
+        ``env_id`` may name the package that registers it, ``"module:EnvId"``
+        (``"minigrid:MiniGrid-Empty-5x5-v0"``); an unknown id raises
+        :class:`~rlmesh_gym.envs.env_ids.UnknownEnvIdError` (a ``ValueError`` and gymnasium's
+        ``UnregisteredEnv``) saying so.
         """
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
@@ -238,14 +244,17 @@ class GymVectorEnv(RuntimeEnv):
             raise ValueError("pass the autoreset mode as autoreset=..., not in vector_kwargs")
         kwargs["autoreset_mode"] = mode
         kwargs.setdefault("copy", False)
-        env = gymnasium.make_vec(
-            env_id,
-            num_envs=num_envs,
-            vectorization_mode=vectorization.strip().lower(),
-            vector_kwargs=kwargs,
-            wrappers=wrappers,
-            **env_kwargs,
-        )
+        try:
+            env = gymnasium.make_vec(
+                env_id,
+                num_envs=num_envs,
+                vectorization_mode=vectorization.strip().lower(),
+                vector_kwargs=kwargs,
+                wrappers=wrappers,
+                **env_kwargs,
+            )
+        except gymnasium.error.UnregisteredEnv as error:
+            raise unknown_env_id(env_id, error) from error
         try:
             return cls(env, offload=offload)
         except BaseException:

@@ -141,23 +141,19 @@ def resolve_env(
 def _make_env(
     env_id: str, num_envs: int, autoreset: str, vectorization: str, env_kwargs: dict[str, Any] | None
 ) -> ResolvedEnv:
-    import gymnasium
-
     from rlmesh_gym.envs import GymVectorEnv
 
-    try:
-        runtime_env = GymVectorEnv.make(
-            env_id,
-            num_envs=num_envs,
-            autoreset=autoreset,
-            vectorization=vectorization,
-            # The adapter takes its own plain copy of each observation batch, so the vector env's
-            # deep copy (copy=True, gymnasium's default) would be wasted work.
-            vector_kwargs={"copy": False},
-            **(env_kwargs or {}),
-        )
-    except gymnasium.error.UnregisteredEnv as exc:
-        raise ValueError(f"unknown env id {env_id!r}: {exc}") from exc
+    # An unknown id raises UnknownEnvIdError (a ValueError) naming the module:EnvId form.
+    runtime_env = GymVectorEnv.make(
+        env_id,
+        num_envs=num_envs,
+        autoreset=autoreset,
+        vectorization=vectorization,
+        # The adapter takes its own plain copy of each observation batch, so the vector env's
+        # deep copy (copy=True, gymnasium's default) would be wasted work.
+        vector_kwargs={"copy": False},
+        **(env_kwargs or {}),
+    )
     return ResolvedEnv(
         env=runtime_env,
         env_id=env_id,
