@@ -71,7 +71,6 @@ def run(args: argparse.Namespace) -> int:
     """Carry out ``rlmesh-gym inspect``; return the exit code."""
     if args.num_envs < 1:
         return report_error(f"--num-envs must be at least 1, got {args.num_envs}", 2)
-    from rlmesh_gym.evaluation._blocking import run_blocking
     from rlmesh_gym.evaluation._resolve import resolve_env
 
     try:
@@ -88,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         summary = contract_summary(resolved.env.contract)
     finally:
-        run_blocking(lambda: resolved.env.close(5.0), lambda: None)
+        resolved.env.close_sync()
     if args.json:
         print(json.dumps(summary, indent=2, default=repr))
     else:

@@ -1,0 +1,42 @@
+"""Tests that need an optional package are skipped cleanly where it is not installed.
+
+The other Python versions' lean venvs (``make test-pythons``) have neither torch nor the notebook
+packages. A test module that imports one of them at top level is not collected there; any other
+test that uses a torch policy (the shipped ``pretrained:`` policies, ``TorchPolicy``) or carries
+the ``torch`` marker is skipped.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+_OPTIONAL = ("torch", "nbclient", "pandas", "matplotlib")
+MISSING = [name for name in _OPTIONAL if importlib.util.find_spec(name) is None]
+_HERE = Path(__file__).parent
+_TOP_LEVEL_IMPORT = re.compile(rf"^(?:import|from) ({'|'.join(_OPTIONAL)})\b", re.MULTILINE)
+_TORCH_USE = re.compile(r"pretrained|TorchPolicy|MLPPolicy")
+
+
+def _needs_missing(path: Path) -> bool:
+    return any(name in MISSING for name in _TOP_LEVEL_IMPORT.findall(path.read_text()))
+
+
+collect_ignore = [str(path.relative_to(_HERE)) for path in _HERE.rglob("test_*.py") if _needs_missing(path)]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if "torch" not in MISSING:
+        return
+    skip = pytest.mark.skip(reason="needs torch, which is not installed here")
+    for item in items:
+        try:
+            source = inspect.getsource(item.function)  # type: ignore[attr-defined]
+        except (AttributeError, OSError, TypeError):
+            source = ""
+        if item.get_closest_marker("torch") or _TORCH_USE.search(source):
+            item.add_marker(skip)
