@@ -23,7 +23,11 @@ _TOP_LEVEL_IMPORT = re.compile(rf"^(?:import|from) ({'|'.join(_OPTIONAL)})\b", r
 _TORCH_NAMES = re.compile(
     r"^from rlmesh_gym[\w.]* import [^\n]*\b(TorchPolicy|MLPPolicy|load_pretrained|PRETRAINED)\b", re.M
 )
-_TORCH_USE = re.compile(r"pretrained|TorchPolicy|MLPPolicy")
+# A test that mentions these (in its source or its parameters) needs the package.
+_USES = {
+    "torch": re.compile(r"pretrained|TorchPolicy|MLPPolicy|torch_policy"),
+    "pandas": re.compile(r"to_pandas|steps_frame"),
+}
 
 
 def _needs_missing(path: Path) -> bool:
@@ -37,13 +41,15 @@ collect_ignore = [str(path.relative_to(_HERE)) for path in _HERE.rglob("test_*.p
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if "torch" not in MISSING:
+    uses = {name: pattern for name, pattern in _USES.items() if name in MISSING}
+    if not uses:
         return
-    skip = pytest.mark.skip(reason="needs torch, which is not installed here")
     for item in items:
         try:
             source = inspect.getsource(item.function)  # type: ignore[attr-defined]
         except (AttributeError, OSError, TypeError):
             source = ""
-        if item.get_closest_marker("torch") or _TORCH_USE.search(source):
-            item.add_marker(skip)
+        for name, pattern in uses.items():
+            if item.get_closest_marker(name) or pattern.search(source) or pattern.search(item.name):
+                item.add_marker(pytest.mark.skip(reason=f"needs {name}, which is not installed here"))
+                break
