@@ -355,7 +355,7 @@ def resolve_policy(
                 load_policy_object(policy), contract, seed=seed, device=device, deterministic=deterministic
             )
         raise ValueError(
-            f"policy {policy!r} is not 'random', 'pretrained:NAME', 'sb3:PATH.zip', an existing file, "
+            f"policy {policy!r} is not 'random', 'pretrained:NAME', an existing file, 'sb3:PATH.zip' "
             "or 'package.module:attr'"
         )
     if _is_runtime_model(policy):

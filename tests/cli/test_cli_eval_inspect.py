@@ -115,7 +115,7 @@ def test_eval_module_attr_policy(capsys, tmp_path, monkeypatch):
     "argv, message",
     [
         (("eval", "NoSuchEnv-v9", "--policy", "random"), "unknown env id 'NoSuchEnv-v9'"),
-        (("eval", "--policy", "does/not/exist.pt"), "is not 'random', 'pretrained:NAME', 'sb3:PATH.zip', an existing file"),
+        (("eval", "--policy", "does/not/exist.pt"), "is not 'random', 'pretrained:NAME', an existing file"),
         (("eval", "--policy", "no_such_module_xyz:act"), "cannot import module 'no_such_module_xyz'"),
         (("eval", "Acrobot-v1"), "no --policy given and no shipped policy for 'Acrobot-v1'"),
         (("eval", "CartPole-v9"), "unknown env id 'CartPole-v9'"),
