@@ -3,7 +3,12 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test bench clean
+# The other supported Python versions (pyenv interpreters): one lean venv each with the `test`
+# extra only (no torch, no notebooks), running every test that needs neither.
+OTHER_PYTHONS ?= 3.10.13 3.12.1 3.13.0
+PYENV_VERSIONS ?= $(HOME)/.pyenv/versions
+
+.PHONY: demo test test-pythons bench clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -17,8 +22,20 @@ demo: $(VENV)/.installed  ## the main job on its built-in default
 test: $(VENV)/.installed  ## the whole test suite: notebooks, docstring examples, ruff and mypy included
 	$(PY) -m pytest -q
 
+test-pythons:  ## the suite without torch and notebooks on each of OTHER_PYTHONS
+	for version in $(OTHER_PYTHONS); do \
+		venv=.venv-$$version; \
+		if [ ! -f $$venv/.installed ] || [ pyproject.toml -nt $$venv/.installed ] || [ constraints.txt -nt $$venv/.installed ]; then \
+			$(PYENV_VERSIONS)/$$version/bin/python -m venv $$venv && \
+			$$venv/bin/python -m pip install --quiet -c constraints.txt -e '.[test]' && \
+			touch $$venv/.installed || exit 1; \
+		fi; \
+		echo "== Python $$version"; \
+		$$venv/bin/python -m pytest -q -p no:cacheprovider tests || exit 1; \
+	done
+
 bench: $(VENV)/.installed  ## every benchmark script
 	for script in benchmarks/*.py; do $(PY) $$script || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-* .pytest_cache .hypothesis .mypy_cache .ruff_cache

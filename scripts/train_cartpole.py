@@ -1,4 +1,4 @@
-"""Train the CartPole-v1 policy shipped in rlmesh_gym/assets/cartpole_mlp.pt (PPO, CleanRL style).
+"""Train the CartPole-v1 policy shipped in rlmesh_gym/assets/cartpole_mlp.safetensors (PPO, CleanRL style).
 
 Reads top to bottom: arguments, greedy evaluation, PPO (rollout, GAE, clipped update), final check, save.
 Seeded and single-threaded, so a rerun with the same arguments on the same torch build reproduces the
@@ -6,7 +6,7 @@ same weights. Training stops early once the greedy (argmax) policy plays a full 
 "check" seed; the saved policy is then evaluated on 100 fresh seeds and written only if its mean return
 is >= --min-return.
 
-    nice -n 10 python scripts/train_cartpole.py            # writes rlmesh_gym/assets/cartpole_mlp.pt
+    nice -n 10 python scripts/train_cartpole.py            # writes rlmesh_gym/assets/cartpole_mlp.safetensors
     python scripts/train_cartpole.py --out /tmp/cartpole.pt --seed 2
 """
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import copy
 import hashlib
-import io
 import time
 from collections import deque
 from pathlib import Path
@@ -23,13 +22,14 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import torch
+from safetensors.torch import save
 from torch import nn
 from torch.distributions import Categorical
 
 from rlmesh_gym.policies.pretrained import MLPPolicy
 
 ENV_ID = "CartPole-v1"
-DEFAULT_OUT = Path(__file__).resolve().parents[1] / "rlmesh_gym" / "assets" / "cartpole_mlp.pt"
+DEFAULT_OUT = Path(__file__).resolve().parents[1] / "rlmesh_gym" / "assets" / "cartpole_mlp.safetensors"
 HIDDEN = (64, 64)  # must match PRETRAINED["cartpole"] in rlmesh_gym/policies/pretrained.py
 
 
@@ -238,9 +238,9 @@ if __name__ == "__main__":
             "try another --seed or more --total-timesteps"
         )
 
-    buffer = io.BytesIO()
-    torch.save(actor.state_dict(), buffer)
+    # safetensors: plain tensors, no pickle, and loading it is not deprecated in any torch version.
+    data = save({name: tensor.contiguous() for name, tensor in actor.state_dict().items()})
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_bytes(buffer.getvalue())
-    digest = hashlib.sha256(buffer.getvalue()).hexdigest()[:16]
-    print(f"wrote {args.out} ({len(buffer.getvalue())} bytes, sha256 {digest})")
+    args.out.write_bytes(data)
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    print(f"wrote {args.out} ({len(data)} bytes, sha256 {digest})")

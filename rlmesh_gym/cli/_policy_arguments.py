@@ -7,7 +7,7 @@ from typing import Any
 
 __all__ = ["POLICY_METAVAR", "add_policy_factory_argument", "policy_from_arguments"]
 
-POLICY_METAVAR = "PATH|module:attr|random|pretrained:NAME"
+POLICY_METAVAR = "PATH|sb3:PATH|module:attr|random|pretrained:NAME"
 
 
 def add_policy_factory_argument(parser: argparse.ArgumentParser) -> None:

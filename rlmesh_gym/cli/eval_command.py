@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rlmesh_gym.cli._env_arguments import add_autoreset_argument, add_vectorization_argument
+from rlmesh_gym.cli._env_arguments import (
+    add_autoreset_argument,
+    add_env_package_arguments,
+    add_vectorization_argument,
+    env_kwargs_of,
+)
 from rlmesh_gym.cli._policy_arguments import (
     POLICY_METAVAR,
     add_policy_factory_argument,
@@ -39,14 +44,15 @@ def register(subparsers: Any) -> None:
         nargs="?",
         default=DEFAULT_ENV_ID,
         metavar="ENV_ID",
-        help=f"a registered Gymnasium env id (default: {DEFAULT_ENV_ID})",
+        help=f"a Gymnasium env id, or MODULE:ENV_ID from an env package (default: {DEFAULT_ENV_ID})",
     )
     parser.add_argument(
         "--policy",
         default=None,
         metavar=POLICY_METAVAR,
         help=(
-            "a saved policy file, 'package.module:attr' (an nn.Module, a factory, a RuntimeModel or a "
+            "a saved policy file (torch.export .pt2, TorchScript, or a Stable-Baselines3 .zip), "
+            "'sb3:PATH.zip', 'package.module:attr' (an nn.Module, a factory, a RuntimeModel or a "
             "numpy callable), 'random', or 'pretrained:NAME' (default: the shipped policy for ENV_ID)"
         ),
     )
@@ -73,6 +79,7 @@ def register(subparsers: Any) -> None:
     )
     add_autoreset_argument(parser)
     add_vectorization_argument(parser)
+    add_env_package_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
     parser.add_argument(
         "--record", default=None, metavar="FILE", help="record the episodes to FILE (msgpack)"
@@ -165,6 +172,12 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.max_steps is not None and args.max_steps < 1:
         return report_error(f"--max-steps must be at least 1, got {args.max_steps}", 2)
+    if args.env_address is not None and args.env_kwargs:
+        return report_error("--env-kwargs apply to an env built here, not to one served at --env-address", 2)
+    try:
+        env_kwargs = env_kwargs_of(args)
+    except ValueError as exc:
+        return report_error(str(exc), 2)
     if args.env_address is not None:
         from rlmesh_gym.cli._fleet_eval import env_addresses, run_fleet_eval
 
@@ -190,12 +203,12 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, TypeError) as exc:
         return report_error(str(exc), 2)
     if policy is None:
-        import gymnasium
+        from rlmesh_gym.envs.env_ids import env_spec
 
         try:  # an unknown id is the clearer message than "no shipped policy"
-            gymnasium.spec(args.env_id)
-        except gymnasium.error.Error as exc:
-            return report_error(f"unknown env id {args.env_id!r}: {exc}", 2)
+            env_spec(args.env_id)
+        except ValueError as exc:
+            return report_error(str(exc), 2)
         from rlmesh_gym.evaluation._resolve import shipped_policy
 
         try:
@@ -220,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             autoreset=args.autoreset,
             vectorization=args.vectorization,
+            env_kwargs=env_kwargs or None,
             progress=not (args.no_progress or args.json),
             record=args.record,
             device=args.device,

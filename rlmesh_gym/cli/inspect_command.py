@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from rlmesh_gym.cli._env_arguments import add_autoreset_argument
+from rlmesh_gym.cli._env_arguments import add_autoreset_argument, add_env_package_arguments, env_kwargs_of
 from rlmesh_gym.cli._report import report_error
 
 __all__ = ["contract_summary", "register", "run"]
@@ -19,9 +19,12 @@ def register(subparsers: Any) -> None:
         help="print the rlmesh contract of a Gymnasium env (spaces, autoreset, lanes, metadata)",
         description="Build ENV_ID as a vector env and print the contract the rlmesh runtime sees.",
     )
-    parser.add_argument("env_id", metavar="ENV_ID", help="a registered Gymnasium env id")
+    parser.add_argument(
+        "env_id", metavar="ENV_ID", help="a registered Gymnasium env id, or MODULE:ENV_ID for an env package"
+    )
     parser.add_argument("--num-envs", type=int, default=1, metavar="N", help="lanes (default: 1)")
     add_autoreset_argument(parser)
+    add_env_package_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the contract as JSON")
     parser.set_defaults(func=run)
 
@@ -68,7 +71,6 @@ def run(args: argparse.Namespace) -> int:
     """Carry out ``rlmesh-gym inspect``; return the exit code."""
     if args.num_envs < 1:
         return report_error(f"--num-envs must be at least 1, got {args.num_envs}", 2)
-    from rlmesh_gym.evaluation._blocking import run_blocking
     from rlmesh_gym.evaluation._resolve import resolve_env
 
     try:
@@ -77,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             num_envs=args.num_envs,
             autoreset=args.autoreset,
             vectorization="sync",
-            env_kwargs=None,
+            env_kwargs=env_kwargs_of(args),
         )
     except Exception as exc:  # unknown ids and env constructors that fail: report, no traceback
         message = str(exc) if isinstance(exc, (ValueError, TypeError)) else f"{type(exc).__name__}: {exc}"
@@ -85,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         summary = contract_summary(resolved.env.contract)
     finally:
-        run_blocking(lambda: resolved.env.close(5.0), lambda: None)
+        resolved.env.close_sync()
     if args.json:
         print(json.dumps(summary, indent=2, default=repr))
     else:

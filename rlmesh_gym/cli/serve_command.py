@@ -25,7 +25,12 @@ import threading
 import warnings
 from typing import Any
 
-from rlmesh_gym.cli._env_arguments import add_autoreset_argument, add_vectorization_argument
+from rlmesh_gym.cli._env_arguments import (
+    add_autoreset_argument,
+    add_env_package_arguments,
+    add_vectorization_argument,
+    env_kwargs_of,
+)
 from rlmesh_gym.cli._policy_arguments import add_policy_factory_argument, policy_from_arguments
 from rlmesh_gym.cli._report import report_error, report_warning
 from rlmesh_gym.cli._served_env import add_served_env_arguments, build_served_env
@@ -47,12 +52,13 @@ def register(subparsers: Any) -> None:
             "SIGTERM. rlmesh's runtime and clients, and 'rlmesh-gym eval --env-address', can drive it."
         ),
     )
-    env.add_argument("env_id", metavar="ENV_ID", help="a registered Gymnasium env id")
+    env.add_argument("env_id", metavar="ENV_ID", help="a registered Gymnasium env id, or MODULE:ENV_ID")
     env.add_argument(
         "--num-envs", type=int, default=1, metavar="N", help="lanes stepped together (default: 1)"
     )
     add_autoreset_argument(env)
     add_vectorization_argument(env)
+    add_env_package_arguments(env)
     env.add_argument(
         "--render",
         action="store_true",
@@ -230,7 +236,7 @@ def run_serve_env(args: argparse.Namespace) -> int:
     from rlmesh_gym.proto import env_pb2
 
     try:
-        extra = {"render_mode": "rgb_array"} if args.render else {}
+        extra = {**env_kwargs_of(args), **({"render_mode": "rgb_array"} if args.render else {})}
         env = build_served_env(args, **extra)
     except ValueError as error:
         return report_error(str(error), 2)

@@ -21,10 +21,10 @@ A single :class:`gymnasium.Env` is one lane under DISABLED.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import gymnasium
@@ -33,6 +33,7 @@ from gymnasium.spaces import Discrete, MultiDiscrete, Space
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
 from rlmesh_gym.envs._infos import lane_info
+from rlmesh_gym.envs.env_ids import unknown_env_id
 from rlmesh_gym.envs.episodes import LaneEpisodes
 from rlmesh_gym.envs.one_lane import OneLaneVector, lane_zero_info
 from rlmesh_gym.envs.reset_plan import EnvResetShape, InvalidReset, ResetPlan, plan_reset
@@ -64,6 +65,7 @@ _ACCEPTED_MODES = (
     "'next_step', 'same_step' or 'disabled' (case-insensitive) or a gymnasium.vector.AutoresetMode"
 )
 _VECTORIZATIONS = ("sync", "async")
+_CONTEXT_CLOSE_TIMEOUT = 5.0  # seconds: how long a with-block's close waits for an offloaded close
 _SAME_STEP_FINAL_KEYS = frozenset({"final_obs", "_final_obs", "final_info", "_final_info"})
 
 
@@ -100,6 +102,9 @@ class GymVectorEnv(RuntimeEnv):
     further resets and steps (close it). Bad requests (malformed actions, seeds or lane
     indices) raise a recoverable ``EnvRpcError`` and leave the env untouched.
 
+    Closing: ``await env.close(timeout)`` (the RuntimeEnv seam), ``env.close_sync()`` from
+    synchronous code, or a ``with`` / ``async with`` block, which closes the env on exit.
+
     Example::
 
         import asyncio
@@ -107,15 +112,17 @@ class GymVectorEnv(RuntimeEnv):
         from rlmesh_gym.proto import env_pb2
 
         async def main():
-            env = GymVectorEnv.make("CartPole-v1", num_envs=2, autoreset="disabled")
-            reset = await env.reset(env_pb2.ResetRequest(seeds=[1, 2]))
-            action = env_pb2.StepRequest()
-            action.action.bytes.data = (1).to_bytes(8, "little") * 2   # Discrete actions are int64
-            step = await env.step(action)
-            print(step.response.episode_ids == reset.response.episode_ids)   # True
-            await env.close(5.0)
+            async with GymVectorEnv.make("CartPole-v1", num_envs=2, autoreset="disabled") as env:
+                reset = await env.reset(env_pb2.ResetRequest(seeds=[1, 2]))
+                action = env_pb2.StepRequest()
+                action.action.bytes.data = (1).to_bytes(8, "little") * 2   # Discrete actions are int64
+                step = await env.step(action)
+                print(step.response.episode_ids == reset.response.episode_ids)   # True
 
         asyncio.run(main())
+
+        with GymVectorEnv.make("CartPole-v1") as env:   # only to read the contract
+            print(env.contract.observation_space)
     """
 
     def __init__(
@@ -196,7 +203,9 @@ class GymVectorEnv(RuntimeEnv):
         self._disabled_vector = vector and self._mode is AutoresetMode.DISABLED
         self._same_step = self._mode is AutoresetMode.SAME_STEP
         self._executor = (
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlmesh-gym-env") if offload else None
+            concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlmesh-gym-env")
+            if offload
+            else None
         )
         self._step_env: Callable[[Any], tuple[Any, Any, Any, Any, Mapping[str, Any]]] = self._lanes.step
         self._steps_taken = 0
@@ -227,6 +236,11 @@ class GymVectorEnv(RuntimeEnv):
         adapter takes its own plain copy of each observation batch, cheaper than gymnasium's
         deep copy); pass ``vector_kwargs={"copy": True}`` if you also step :attr:`env` yourself and
         keep its observations.
+
+        ``env_id`` may name the package that registers it, ``"module:EnvId"``
+        (``"minigrid:MiniGrid-Empty-5x5-v0"``); an unknown id raises
+        :class:`~rlmesh_gym.envs.env_ids.UnknownEnvIdError` (a ``ValueError`` and gymnasium's
+        ``UnregisteredEnv``) saying so.
         """
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
@@ -238,14 +252,17 @@ class GymVectorEnv(RuntimeEnv):
             raise ValueError("pass the autoreset mode as autoreset=..., not in vector_kwargs")
         kwargs["autoreset_mode"] = mode
         kwargs.setdefault("copy", False)
-        env = gymnasium.make_vec(
-            env_id,
-            num_envs=num_envs,
-            vectorization_mode=vectorization.strip().lower(),
-            vector_kwargs=kwargs,
-            wrappers=wrappers,
-            **env_kwargs,
-        )
+        try:
+            env = gymnasium.make_vec(
+                env_id,
+                num_envs=num_envs,
+                vectorization_mode=vectorization.strip().lower(),
+                vector_kwargs=kwargs,
+                wrappers=wrappers,
+                **env_kwargs,
+            )
+        except gymnasium.error.UnregisteredEnv as error:
+            raise unknown_env_id(env_id, error) from error
         try:
             return cls(env, offload=offload)
         except BaseException:
@@ -424,8 +441,39 @@ class GymVectorEnv(RuntimeEnv):
         any call still running there) and a close that takes longer than ``timeout`` raises
         ``TimeoutError`` while the thread keeps closing.
         """
-        if self._closed:
+        future = self._start_close(timeout)
+        if future is None:
             return
+        done, _ = await asyncio.wait({asyncio.wrap_future(future)}, timeout=max(timeout, 0.0))
+        self._finish_close(future, timeout, done=bool(done))
+
+    def close_sync(self, timeout: float = _CONTEXT_CLOSE_TIMEOUT) -> None:
+        """:meth:`close` for synchronous code (idempotent): blocks until the env is closed.
+
+        What ``with`` calls on exit; e.g. for an env built only to read its :attr:`contract`.
+        """
+        future = self._start_close(timeout)
+        if future is None:
+            return
+        concurrent.futures.wait({future}, timeout=max(timeout, 0.0))
+        self._finish_close(future, timeout, done=future.done())
+
+    def __enter__(self) -> GymVectorEnv:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close_sync(_CONTEXT_CLOSE_TIMEOUT)
+
+    async def __aenter__(self) -> GymVectorEnv:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close(_CONTEXT_CLOSE_TIMEOUT)
+
+    def _start_close(self, timeout: float) -> concurrent.futures.Future[None] | None:
+        """Begin closing: inline (done on return, ``None``) or in the worker thread (its future)."""
+        if self._closed:
+            return None
         self._closed = True
         self._ready = False
         if self._executor is None:
@@ -433,11 +481,13 @@ class GymVectorEnv(RuntimeEnv):
                 self._close_env(timeout)
             except Exception as error:
                 raise EnvRpcError.wrap("env.close", self._steps_taken, error) from error
-            return
+            return None
         executor = self._executor
-        future = asyncio.get_running_loop().run_in_executor(executor, self._close_env, timeout)
+        future = executor.submit(self._close_env, timeout)
         executor.shutdown(wait=False)
-        done, _ = await asyncio.wait({future}, timeout=max(timeout, 0.0))
+        return future
+
+    def _finish_close(self, future: concurrent.futures.Future[None], timeout: float, *, done: bool) -> None:
         if not done:
             raise TimeoutError(
                 f"closing {self!r} did not finish within {timeout}s (an earlier env call may still be "

@@ -34,6 +34,7 @@ _MODE_NAMES = {
     env_pb2.AUTORESET_MODE_UNSPECIFIED: "disabled",
 }
 _PRETRAINED_PREFIX = "pretrained:"
+_SB3_PREFIX = "sb3:"
 
 
 def autoreset_name(mode: int) -> str:
@@ -141,23 +142,19 @@ def resolve_env(
 def _make_env(
     env_id: str, num_envs: int, autoreset: str, vectorization: str, env_kwargs: dict[str, Any] | None
 ) -> ResolvedEnv:
-    import gymnasium
-
     from rlmesh_gym.envs import GymVectorEnv
 
-    try:
-        runtime_env = GymVectorEnv.make(
-            env_id,
-            num_envs=num_envs,
-            autoreset=autoreset,
-            vectorization=vectorization,
-            # The adapter takes its own plain copy of each observation batch, so the vector env's
-            # deep copy (copy=True, gymnasium's default) would be wasted work.
-            vector_kwargs={"copy": False},
-            **(env_kwargs or {}),
-        )
-    except gymnasium.error.UnregisteredEnv as exc:
-        raise ValueError(f"unknown env id {env_id!r}: {exc}") from exc
+    # An unknown id raises UnknownEnvIdError (a ValueError) naming the module:EnvId form.
+    runtime_env = GymVectorEnv.make(
+        env_id,
+        num_envs=num_envs,
+        autoreset=autoreset,
+        vectorization=vectorization,
+        # The adapter takes its own plain copy of each observation batch, so the vector env's
+        # deep copy (copy=True, gymnasium's default) would be wasted work.
+        vector_kwargs={"copy": False},
+        **(env_kwargs or {}),
+    )
     return ResolvedEnv(
         env=runtime_env,
         env_id=env_id,
@@ -326,9 +323,13 @@ def resolve_policy(
 
     * ``"random"``: ``RandomPolicy`` seeded with ``seed``;
     * ``"pretrained:NAME"``: a policy shipped with the package (``"pretrained:cartpole"``);
-    * a path (``str`` or ``os.PathLike``) to a TorchScript archive (``torch.jit.save``), or to a
-      whole pickled module (``torch.save(module, path)``) when ``allow_pickle`` is true (loading
-      it runs code from the file); for a ``state_dict`` pass ``TorchPolicy.load(path, factory=...)``;
+    * a path (``str`` or ``os.PathLike``) to a ``torch.export`` program (``.pt2``), a TorchScript
+      archive (``torch.jit.save``), a Stable-Baselines3 ``model.save()`` zip, or a whole pickled
+      module (``torch.save(module, path)``) when ``allow_pickle`` is true (loading it runs code
+      from the file); for a ``state_dict`` pass ``TorchPolicy.load(path, factory=...)``;
+    * ``"sb3:PATH.zip"``: a Stable-Baselines3 ``model.save()`` zip (``SB3Policy.load``);
+    * a Stable-Baselines3 algorithm or policy object: ``SB3Policy`` (SB3's own preprocessing,
+      deterministic actions unless ``deterministic`` is false);
     * ``"package.module:attr"``: the object it names (see :func:`load_policy_object`);
     * a ``RuntimeModel`` (anything with an ``async predict``): used as is (``bind(contract)``
       is called when it has one and a contract is given);
@@ -350,6 +351,12 @@ def resolve_policy(
             from rlmesh_gym.policies import RandomPolicy
 
             return RandomPolicy(seed, contract)
+        if policy.startswith(_SB3_PREFIX):
+            from rlmesh_gym.policies.sb3_policy import SB3Policy
+
+            return SB3Policy.load(
+                policy[len(_SB3_PREFIX) :], contract, device=device, deterministic=deterministic
+            )
         if policy.startswith(_PRETRAINED_PREFIX):
             module = pretrained_module().load_pretrained(policy[len(_PRETRAINED_PREFIX) :])
             from rlmesh_gym.policies import TorchPolicy  # after the check that torch is there
@@ -369,7 +376,7 @@ def resolve_policy(
                 load_policy_object(policy), contract, seed=seed, device=device, deterministic=deterministic
             )
         raise ValueError(
-            f"policy {policy!r} is not 'random', 'pretrained:NAME', an existing file, "
+            f"policy {policy!r} is not 'random', 'pretrained:NAME', an existing file, 'sb3:PATH.zip' "
             "or 'package.module:attr'"
         )
     if _is_runtime_model(policy):
@@ -379,6 +386,10 @@ def resolve_policy(
             # bind() may configure in place (returning None) or return the bound model.
             return policy if bound is None else bound
         return policy
+    from rlmesh_gym.policies.sb3_policy import SB3Policy, is_sb3_model
+
+    if is_sb3_model(policy):
+        return SB3Policy(policy, contract, deterministic=deterministic)
     if _is_torch_module(policy) or (callable(policy) and _takes_tensors(policy)):
         from rlmesh_gym.policies import TorchPolicy
 
@@ -388,8 +399,9 @@ def resolve_policy(
 
         return CallablePolicy(policy, contract)
     raise TypeError(
-        "policy must be an nn.Module, a TorchScript module, a RuntimeModel, a callable, 'random', "
-        f"'pretrained:NAME', 'package.module:attr' or a path; got {type(policy).__module__}."
+        "policy must be an nn.Module, a TorchScript module, a Stable-Baselines3 model, a RuntimeModel, "
+        "a callable, 'random', 'pretrained:NAME', 'sb3:PATH.zip', 'package.module:attr' or a path; "
+        f"got {type(policy).__module__}."
         f"{type(policy).__qualname__}"
     )
 
@@ -403,6 +415,10 @@ def _load_path(
     seed: int | None,
     allow_pickle: bool,
 ) -> Any:
+    from rlmesh_gym.policies.sb3_policy import SB3Policy, is_sb3_zip
+
+    if is_sb3_zip(path):
+        return SB3Policy.load(path, contract, device=device, deterministic=deterministic)
     from rlmesh_gym.policies import TorchPolicy
 
     try:

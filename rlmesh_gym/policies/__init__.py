@@ -4,6 +4,8 @@
   imported on first use, so this package works without torch).
 * ``RandomPolicy``: random actions from the action space, reproducible per seed and route.
 * ``CallablePolicy``: a numpy function from an observation batch to an action batch.
+* ``SB3Policy``: a Stable-Baselines3 model, predicting with SB3's own preprocessing (needs
+  stable-baselines3, the ``sb3`` extra; imported on first use).
 * ``MLPPolicy``, ``load_pretrained``, ``PRETRAINED``: the shipped trained policies (need torch).
 
 Spaces come from the ``EnvContract`` (never from gymnasium objects); every policy can be
@@ -20,6 +22,7 @@ from rlmesh_gym.policies.random_policy import RandomPolicy
 
 if TYPE_CHECKING:
     from rlmesh_gym.policies.pretrained import PRETRAINED, MLPPolicy, PretrainedEntry, load_pretrained
+    from rlmesh_gym.policies.sb3_policy import SB3Policy
     from rlmesh_gym.policies.torch_policy import TorchPolicy
 
 __all__ = [
@@ -28,11 +31,13 @@ __all__ = [
     "MLPPolicy",
     "PretrainedEntry",
     "RandomPolicy",
+    "SB3Policy",
     "TorchPolicy",
     "load_pretrained",
 ]
 
 _LAZY = {
+    "SB3Policy": "rlmesh_gym.policies.sb3_policy",
     "TorchPolicy": "rlmesh_gym.policies.torch_policy",
     "MLPPolicy": "rlmesh_gym.policies.pretrained",
     "PRETRAINED": "rlmesh_gym.policies.pretrained",

@@ -1,8 +1,10 @@
-"""Reading a saved PyTorch policy: TorchScript archives, state_dicts (with a factory), pickled modules."""
+"""Reading a saved PyTorch policy: ``torch.export`` programs, TorchScript archives, state_dicts
+(``torch.save`` or safetensors, with a factory), pickled modules."""
 
 from __future__ import annotations
 
 import pickle
+import struct
 import zipfile
 from collections.abc import Callable, Mapping
 from os import PathLike
@@ -13,17 +15,22 @@ import torch
 from torch import nn
 
 from rlmesh_gym._audience import fix
+from rlmesh_gym.policies._torch_export import ExportedPolicy
 
-__all__ = ["load_policy_file"]
+__all__ = ["load_policy_file", "load_safetensors"]
 
 _STATE_DICT_KEYS = ("state_dict", "model_state_dict")
+_SAFETENSORS_INSTALL = "pip install 'rlmesh-gym[torch]' (or pip install safetensors)"
+# A safetensors header is a JSON object; its declared length is checked against the file size.
+_SAFETENSORS_HEADER_LIMIT = 100 * 1024 * 1024
 
 
 def _forms() -> str:
     """The file forms a policy can be loaded from, with the option each needs."""
     return (
-        "a TorchScript archive (torch.jit.save), a state_dict (torch.save(module.state_dict(), path)) "
-        f"with {fix('factory=', '--policy-factory module:attr')}, or a pickled module with "
+        "a torch.export program (torch.export.save, .pt2), a TorchScript archive (torch.jit.save), "
+        "a state_dict (torch.save(module.state_dict(), path) or safetensors) with "
+        f"{fix('factory=', '--policy-factory module:attr')}, or a pickled module with "
         f"{fix('allow_pickle=True', '--allow-pickle')}"
     )
 
@@ -39,6 +46,37 @@ def _has_record(path: Path, record: str) -> bool:
 def _is_torchscript(path: Path) -> bool:
     # The same test torch.load uses: TorchScript archives carry a constants.pkl record.
     return _has_record(path, "constants.pkl")
+
+
+def _is_export_program(path: Path) -> bool:
+    # torch.export.save archives name their format in an archive_format record ("pt2").
+    return _has_record(path, "archive_format")
+
+
+def _is_safetensors(path: Path) -> bool:
+    """Whether ``path`` starts like a safetensors file: an 8-byte header length, then a JSON object."""
+    with path.open("rb") as fh:
+        prefix = fh.read(9)
+    if len(prefix) < 9 or prefix[8:9] != b"{":
+        return False
+    (length,) = struct.unpack("<Q", prefix[:8])
+    return length <= min(path.stat().st_size - 8, _SAFETENSORS_HEADER_LIMIT)
+
+
+def load_safetensors(data: bytes | Path, device: torch.device, source: str) -> dict[str, torch.Tensor]:
+    """The tensors of a safetensors file (its bytes, or its path) on ``device``."""
+    try:
+        from safetensors.torch import load, load_file
+    except ModuleNotFoundError as error:
+        raise ImportError(
+            f"{source} is a safetensors file, and safetensors is not installed: {_SAFETENSORS_INSTALL}"
+        ) from error
+    try:
+        if isinstance(data, Path):
+            return load_file(data, device=str(device))
+        return {name: tensor.to(device) for name, tensor in load(data).items()}
+    except Exception as error:  # safetensors reports a corrupt header or data with its own types
+        raise ValueError(f"{source} is a broken safetensors file: {error}") from error
 
 
 def _state_dict(loaded: object) -> Mapping[str, Any] | None:
@@ -71,6 +109,20 @@ def load_policy_file(
         raise TypeError(
             f"TorchPolicy.load: factory must be a callable returning an nn.Module for {file}, got {factory!r}"
         )
+    if _is_export_program(file):
+        if factory is not None:
+            raise ValueError(
+                f"TorchPolicy.load: {file} is a torch.export program, which holds its own module; "
+                f"drop {fix('factory=', '--policy-factory')} (it is for state_dict files)"
+            )
+        try:
+            program = torch.export.load(file)
+        except Exception as error:
+            raise ValueError(f"TorchPolicy.load: {file} is a broken torch.export program: {error}") from error
+        return ExportedPolicy(program, file.name)
+    if _is_safetensors(file):
+        state = load_safetensors(file, device, f"TorchPolicy.load: {file}")
+        return _into_factory(state, file, factory, device)
     if _is_torchscript(file):
         if factory is not None:
             raise ValueError(
@@ -111,6 +163,13 @@ def load_policy_file(
             f"TorchPolicy.load: {file} holds a {type(loaded).__name__} that is not a state_dict "
             f"(a mapping of parameter names to tensors); expected {_forms()}"
         )
+    return _into_factory(state, file, factory, device)
+
+
+def _into_factory(
+    state: Mapping[str, Any], file: Path, factory: Callable[[], nn.Module] | None, device: torch.device
+) -> nn.Module:
+    """``factory()`` with ``state`` loaded into it, on ``device``."""
     if factory is None:
         raise ValueError(
             f"TorchPolicy.load: {file} holds a state_dict ({len(state)} tensors) but no module; pass "

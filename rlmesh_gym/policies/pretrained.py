@@ -9,6 +9,8 @@ from importlib.resources import files
 import torch
 from torch import nn
 
+from rlmesh_gym.policies._torch_loading import load_safetensors
+
 __all__ = ["MLPPolicy", "PRETRAINED", "PretrainedEntry", "load_pretrained"]
 
 
@@ -58,7 +60,7 @@ PRETRAINED: dict[str, PretrainedEntry] = {
     "cartpole": PretrainedEntry(
         env_id="CartPole-v1",
         factory=lambda: MLPPolicy(obs_dim=4, n_actions=2, hidden=(64, 64)),
-        asset="cartpole_mlp.pt",
+        asset="cartpole_mlp.safetensors",
     ),
 }
 
@@ -74,8 +76,7 @@ def load_pretrained(name: str = "cartpole") -> nn.Module:
             f"pretrained policy {name!r}: weights file {entry.asset!r} is missing from rlmesh_gym.assets; "
             "reinstall the package or retrain it (see docs/pretrained.md)"
         )
-    with resource.open("rb") as fh:
-        state_dict = torch.load(fh, map_location="cpu", weights_only=True)
+    state_dict = load_safetensors(resource.read_bytes(), torch.device("cpu"), f"pretrained policy {name!r}")
     module = entry.factory()
     module.load_state_dict(state_dict)
     return module.eval()

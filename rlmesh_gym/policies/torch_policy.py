@@ -1,4 +1,5 @@
-"""``TorchPolicy``: any PyTorch policy (module, TorchScript, callable on tensors) as a ``RuntimeModel``."""
+"""``TorchPolicy``: any PyTorch policy (module, ``torch.export`` program, TorchScript, callable on
+tensors) as a ``RuntimeModel``."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from rlmesh_gym.policies._actions import (
 from rlmesh_gym.policies._contract import ContractOrSpaces, PolicySpaces
 from rlmesh_gym.policies._model import PolicyModel
 from rlmesh_gym.policies._spaces import RAW_KINDS
+from rlmesh_gym.policies._torch_export import ExportedPolicy
 from rlmesh_gym.policies._torch_loading import load_policy_file
 from rlmesh_gym.proto import spaces_pb2
 from rlmesh_gym.runtime.seams import ArrayPredictContext
@@ -332,6 +334,7 @@ class TorchPolicy(PolicyModel[torch.Generator]):
 
     Args:
         policy: an ``nn.Module`` (moved to ``device`` and put in eval mode, in place), a
+            ``torch.export.ExportedProgram`` (run where it was exported, on CPU tensors), a
             TorchScript module, or any callable on tensors.
         contract_or_spaces: the route's ``EnvContract`` or an ``(observation_spec,
             action_spec)`` pair; may be ``None`` and given later with :meth:`bind`.
@@ -412,6 +415,8 @@ class TorchPolicy(PolicyModel[torch.Generator]):
         for name, flag in (("deterministic", deterministic), ("clip_actions", clip_actions)):
             if not isinstance(flag, bool):
                 raise TypeError(f"TorchPolicy: {name} must be a bool, got {flag!r}")
+        if isinstance(policy, torch.export.ExportedProgram):
+            policy = ExportedPolicy(policy, "ExportedProgram")
         if isinstance(policy, nn.Module):
             policy.to(self.device)
             policy.eval()
@@ -434,10 +439,14 @@ class TorchPolicy(PolicyModel[torch.Generator]):
     ) -> TorchPolicy:
         """A ``TorchPolicy`` around the policy saved at ``path``.
 
+        * a ``torch.export`` program (``torch.export.save(program, "policy.pt2")``): its first
+          input dimension is the batch, best exported dynamic (``dynamic_shapes=({0:
+          torch.export.Dim("batch")},)``); a fixed batch size serves only batches of that size;
         * a TorchScript archive (``torch.jit.save``): loaded with ``torch.jit.load``;
         * a ``state_dict`` (``torch.save(module.state_dict(), path)``, or a checkpoint dict
-          holding it under ``"state_dict"`` / ``"model_state_dict"``): loaded with
-          ``weights_only=True`` into ``factory()``, which must return the ``nn.Module``;
+          holding it under ``"state_dict"`` / ``"model_state_dict"``), loaded with
+          ``weights_only=True``, or a safetensors file (``safetensors.torch.save_file``): loaded
+          into ``factory()``, which must return the ``nn.Module``;
         * a whole pickled module (``torch.save(module, path)``): only with
           ``allow_pickle=True``, because unpickling runs code from the file.
 
@@ -447,6 +456,7 @@ class TorchPolicy(PolicyModel[torch.Generator]):
             FileNotFoundError: ``path`` is not a file.
             ValueError: the file is not one of the forms above, a state_dict comes without a
                 factory or does not fit it, or a pickled module without ``allow_pickle``.
+            ImportError: a safetensors file, and the safetensors package is not installed.
             TypeError: ``factory`` does not return an ``nn.Module``.
         """
         try:
@@ -470,6 +480,8 @@ class TorchPolicy(PolicyModel[torch.Generator]):
 
     def _compile(self, spaces: PolicySpaces) -> None:
         codec = self._observation_codec
+        if isinstance(self.policy, ExportedPolicy):
+            self.policy.check_observation(codec)
         self._observe = _observation_converter(codec, self.device)
         self._resolver = _ActionResolver(
             self._action_plan, self.device, self.deterministic, self.clip_actions

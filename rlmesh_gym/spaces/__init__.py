@@ -5,16 +5,20 @@
 * ``SpaceCodec`` and ``encode_batch`` / ``decode_batch`` / ``encode`` / ``decode``: values <->
   message bytes (``codec``).
 * ``to_meta_map`` / ``from_meta_map``: info dicts <-> ``MetaMap`` (``meta``).
+* ``register_space`` / ``unregister_space``: a user Space subclass mapped to a supported space
+  (``registry``; minigrid's ``MissionSpace`` is known as Text out of the box).
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from rlmesh_gym.spaces.codec import CodecError, SpaceCodec, decode, decode_batch, encode, encode_batch
 from rlmesh_gym.spaces.meta import MetaConversionError, from_meta_map, to_meta_map
 
 if TYPE_CHECKING:
+    from rlmesh_gym.spaces.registry import register_space, unregister_space
     from rlmesh_gym.spaces.spec import gym_space, space_spec
 
 __all__ = [
@@ -27,18 +31,25 @@ __all__ = [
     "encode_batch",
     "from_meta_map",
     "gym_space",
+    "register_space",
     "space_spec",
     "to_meta_map",
+    "unregister_space",
 ]
 
-_LAZY = ("gym_space", "space_spec")
+# Loaded on first use, since they import gymnasium.
+_LAZY = {
+    "gym_space": "spec",
+    "space_spec": "spec",
+    "register_space": "registry",
+    "unregister_space": "registry",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from rlmesh_gym.spaces import spec
-
-        return getattr(spec, name)
+        module = importlib.import_module(f"rlmesh_gym.spaces.{_LAZY[name]}")
+        return getattr(module, name)
     raise AttributeError(f"module 'rlmesh_gym.spaces' has no attribute {name!r}")
 
 

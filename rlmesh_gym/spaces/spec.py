@@ -13,6 +13,8 @@ from gymnasium.spaces.text import alphanumeric
 
 from rlmesh_gym.proto import spaces_pb2
 from rlmesh_gym.spaces._dtypes import DTYPE_BY_NAME, SUPPORTED_DTYPE_NAMES, WIRE_DTYPES, dtype_label
+from rlmesh_gym.spaces.codec import CodecError, SpaceCodec
+from rlmesh_gym.spaces.registry import SpaceConverter, converter_for
 
 __all__ = ["gym_space", "space_spec"]
 
@@ -48,6 +50,9 @@ def space_spec(
 
 
 def _spec(space: gym.Space, path: str, drop_start: bool) -> spaces_pb2.SpaceSpec:
+    converter = converter_for(space)
+    if converter is not None:
+        return _registered_spec(space, converter, path, drop_start)
     if isinstance(space, gym.spaces.Box):
         return _box_spec(space, path)
     if isinstance(space, gym.spaces.Discrete):
@@ -85,7 +90,39 @@ def _spec(space: gym.Space, path: str, drop_start: bool) -> spaces_pb2.SpaceSpec
         )
     raise TypeError(
         f"{path}: unsupported space {space!r} of type {type(space).__name__}; "
-        f"the rlmesh wire supports {SUPPORTED_KINDS}"
+        f"the rlmesh wire supports {SUPPORTED_KINDS}, and other Space subclasses once mapped to one "
+        "with rlmesh_gym.spaces.register_space"
+    )
+
+
+def _registered_spec(
+    space: gym.Space, converter: SpaceConverter, path: str, drop_start: bool
+) -> spaces_pb2.SpaceSpec:
+    """The spec of a user space, from the converter registered for its type, checked."""
+    name = getattr(converter, "__qualname__", repr(converter))
+    owner = f"the converter {name} registered for {type(space).__name__}"
+    try:
+        result = converter(space)
+    except Exception as error:
+        raise ValueError(f"{path}: {owner} raised {type(error).__name__}: {error}") from error
+    if isinstance(result, spaces_pb2.SpaceSpec):
+        try:
+            SpaceCodec(result, name=path)
+        except CodecError as error:
+            raise ValueError(
+                f"{path}: {owner} returned a SpaceSpec the codec cannot encode: {error}"
+            ) from error
+        return result
+    if isinstance(result, gym.Space) and converter_for(result) is None:
+        try:
+            return _spec(result, path, drop_start)
+        except (TypeError, ValueError) as error:
+            raise ValueError(
+                f"{path}: {owner} returned {result!r}, which has no rlmesh form: {error}"
+            ) from error
+    raise TypeError(
+        f"{path}: {owner} returned {type(result).__name__} {result!r:.80}; expected a SpaceSpec or a "
+        f"standard gymnasium space ({SUPPORTED_KINDS})"
     )
 
 

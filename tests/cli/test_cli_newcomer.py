@@ -126,7 +126,7 @@ def test_a_pickled_module_hint_names_allow_pickle_as_the_reader_spells_it(capsys
 
 def test_eval_help_lists_every_policy_form():
     eval_parser = build_parser()._subparsers._group_actions[0].choices["eval"]  # noqa: SLF001
-    assert "PATH|module:attr|random|pretrained:NAME" in eval_parser.format_help()
+    assert "PATH|sb3:PATH|module:attr|random|pretrained:NAME" in eval_parser.format_help()
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")

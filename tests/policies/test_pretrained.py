@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 from importlib.resources import files
 
 import gymnasium as gym
 import numpy as np
 import pytest
+import safetensors.torch
 import torch
 
 from rlmesh_gym.policies.pretrained import PRETRAINED, MLPPolicy, load_pretrained
@@ -38,14 +40,19 @@ def test_load_pretrained_builds_the_cartpole_mlp_in_eval_mode() -> None:
 
 def test_loaded_weights_are_the_shipped_file_not_a_fresh_init() -> None:
     entry = PRETRAINED["cartpole"]
-    with files("rlmesh_gym.assets").joinpath(entry.asset).open("rb") as fh:
-        shipped = torch.load(fh, weights_only=True)
+    shipped = safetensors.torch.load(files("rlmesh_gym.assets").joinpath(entry.asset).read_bytes())
     loaded = load_pretrained("cartpole").state_dict()
     assert loaded.keys() == shipped.keys()
     for name, tensor in shipped.items():
         assert torch.equal(loaded[name], tensor), name
     fresh = entry.factory().state_dict()
     assert not torch.equal(fresh["net.0.weight"], shipped["net.0.weight"])
+
+
+def test_loading_the_shipped_policy_raises_no_deprecation_warning() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_pretrained("cartpole")
 
 
 def test_registry_entry_matches_the_gymnasium_env_spaces() -> None:

@@ -1,0 +1,63 @@
+"""Env ids from env packages: ``module:EnvId``, imported modules, and unknown-id errors naming both."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+
+import gymnasium
+
+__all__ = ["UnknownEnvIdError", "env_spec", "import_env_packages", "unknown_env_id"]
+
+
+class UnknownEnvIdError(ValueError, gymnasium.error.UnregisteredEnv):
+    """An env id gymnasium does not know; the message says how to name envs from env packages.
+
+    A ``ValueError`` for callers of this package, and still gymnasium's ``UnregisteredEnv``.
+    """
+
+
+def unknown_env_id(env_id: str, error: BaseException) -> UnknownEnvIdError:
+    """The error for ``env_id`` that gymnasium refused with ``error``, naming both ways to register it."""
+    module, _, name = env_id.rpartition(":")
+    if module:
+        hint = f"importing {module!r} did not register {name!r}; gymnasium.pprint_registry() lists the ids"
+    else:
+        # ALE's ids are the ones users meet most; any other package is named PACKAGE.
+        package = "ale_py" if name.startswith("ALE/") else "PACKAGE"
+        hint = (
+            f"if it comes from an env package, name the package in the id ({package}:{env_id}) or import "
+            f"it first (CLI: --import {package}; Python: import {package})"
+        )
+    return UnknownEnvIdError(f"unknown env id {env_id!r}: {str(error).rstrip('.')}; {hint}")
+
+
+def env_spec(env_id: str) -> gymnasium.envs.registration.EnvSpec:
+    """gymnasium's spec of ``env_id``, importing ``module`` first for a ``module:EnvId`` id.
+
+    Raises:
+        UnknownEnvIdError: gymnasium has no such id (the message names both ways to register it).
+        ValueError: the module of a ``module:EnvId`` id cannot be imported.
+    """
+    module, _, name = env_id.rpartition(":")
+    if module:
+        import_env_packages([module])
+    try:
+        return gymnasium.spec(name)
+    except gymnasium.error.UnregisteredEnv as error:
+        raise unknown_env_id(env_id, error) from error
+
+
+def import_env_packages(modules: Iterable[str]) -> None:
+    """Import each module, so that the env ids it registers with gymnasium become known.
+
+    Raises:
+        ValueError: a module cannot be imported (the message names it and the import error).
+    """
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise ValueError(
+                f"cannot import env package {module!r}: {error}; install it or check the module name"
+            ) from error
