@@ -24,6 +24,11 @@ from typing import Any
 
 from rlmesh_gym.cli._env_arguments import add_autoreset_argument, add_vectorization_argument
 from rlmesh_gym.cli._report import report_error, report_warning
+from rlmesh_gym.spaces.limits import (
+    DEFAULT_MAX_SPACE_ELEMENTS,
+    MAX_SPACE_ELEMENTS_ENV,
+    set_max_space_elements,
+)
 
 __all__ = ["register", "run_remote_eval", "run_serve_env", "run_serve_policy"]
 
@@ -137,6 +142,14 @@ def _add_endpoint_arguments(parser: argparse.ArgumentParser, default_address: st
         metavar="MB",
         help="largest gRPC message sent or received, in MiB (default: 256, as rlmesh)",
     )
+    parser.add_argument(
+        "--max-space-elements",
+        type=int,
+        default=None,
+        metavar="N",
+        help="refuse a declared space one value of which holds more than N elements, before allocating "
+        f"anything for it (default: ${MAX_SPACE_ELEMENTS_ENV}, else {DEFAULT_MAX_SPACE_ELEMENTS})",
+    )
 
 
 def _endpoint_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -145,6 +158,10 @@ def _endpoint_options(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError(f"--idle-timeout must be > 0 seconds, got {args.idle_timeout}")
     if not 0.001 <= args.max_message_mb <= 2047:
         raise ValueError(f"--max-message-mb must be between 0.001 and 2047, got {args.max_message_mb}")
+    if args.max_space_elements is not None:
+        if args.max_space_elements < 1:
+            raise ValueError(f"--max-space-elements must be >= 1, got {args.max_space_elements}")
+        set_max_space_elements(args.max_space_elements)
     token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE) or None
     return {
         "address": args.address,
