@@ -59,13 +59,12 @@ def run(args: argparse.Namespace) -> int:
 def _render(recording: Any, limit: int | None) -> str:
     header = recording.header
     options = header.options
-    lanes = ", ".join(map(str, header.lanes))
     frame_lanes = options.get("frame_lanes") or []
     lines = [
         f"recording   {recording.path}" + ("  (partial: cut off or damaged)" if recording.partial else ""),
         f"format      version {header.version}, written by {header.writer or 'unknown'}",
         f"env         {header.env_id or '(no id)'}",
-        f"lanes       {header.num_envs} (recorded: {lanes})",
+        f"lanes       {header.num_envs} (recorded: {header.describe_lanes()})",
         f"autoreset   {header.autoreset_mode}",
         f"base seed   {header.base_seed}",
         f"env kwargs  {_env_kwargs_text(header)}",

@@ -36,7 +36,7 @@ import numpy as np
 
 from rlmesh_gym import __version__
 from rlmesh_gym.proto import env_pb2
-from rlmesh_gym.recording._format import FORMAT_NAME, FORMAT_VERSION, new_packer
+from rlmesh_gym.recording._format import FORMAT_NAME, FORMAT_VERSION, MAX_LANES, new_packer
 from rlmesh_gym.recording._lanes import LaneValues
 from rlmesh_gym.recording._options import RecordingOptions
 from rlmesh_gym.records import EpisodeRecord
@@ -120,8 +120,11 @@ class EpisodeRecorder(RuntimeHooks):
                 f"EpisodeRecorder: contract must be an EnvContract, got {type(contract).__name__}"
             )
         num_envs = int(contract.num_envs)
-        if num_envs < 1:
-            raise ValueError(f"EpisodeRecorder: contract.num_envs must be at least 1, got {num_envs}")
+        if not 1 <= num_envs <= MAX_LANES:
+            raise ValueError(
+                f"EpisodeRecorder: contract.num_envs must be in [1, {MAX_LANES}] (the most lanes a "
+                f"recording holds), got {num_envs}"
+            )
         lanes = tuple(range(num_envs)) if options.lanes is None else options.lanes
         bad = [lane for lane in (*lanes, *options.frame_lanes) if lane >= num_envs]
         if bad:
