@@ -39,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.limit is not None and args.limit < 0:
         return report_error(f"--limit must be at least 0, got {args.limit}", 2)
+    if os.path.isdir(args.file):
+        return report_error(f"{args.file} is a directory, not a recording file", 2)
     if not os.path.isfile(args.file):
         return report_error(f"no such recording file: {args.file}", 2)
     with warnings.catch_warnings(record=True) as caught:
