@@ -17,8 +17,10 @@ __all__ = ["load_policy_file"]
 _STATE_DICT_KEYS = ("state_dict", "model_state_dict")
 _FORMS = (
     "a TorchScript archive (torch.jit.save), a state_dict (torch.save(module.state_dict(), path)) "
-    "with factory=, or a pickled module with allow_pickle=True"
+    "with factory=, or a pickled module with allow_pickle=True (rlmesh-gym CLI: --allow-pickle)"
 )
+# torch.save's legacy (non-zip) format starts by pickling this magic number (a 10-byte LONG1).
+_LEGACY_MAGIC = b"\x8a\nl\xfc\x9cF\xf9 j\xa8P\x19"
 
 
 def _has_record(path: Path, record: str) -> bool:
@@ -27,6 +29,12 @@ def _has_record(path: Path, record: str) -> bool:
         return False
     with zipfile.ZipFile(path) as archive:
         return any(name == record or name.endswith(f"/{record}") for name in archive.namelist())
+
+
+def _is_legacy_torch_save(path: Path) -> bool:
+    """Whether ``path`` was written by ``torch.save(..., _use_new_zipfile_serialization=False)``."""
+    with open(path, "rb") as stream:
+        return _LEGACY_MAGIC in stream.read(32)
 
 
 def _is_torchscript(path: Path) -> bool:
@@ -77,10 +85,11 @@ def load_policy_file(
     try:
         loaded = torch.load(file, map_location=device, weights_only=True)
     except pickle.UnpicklingError as error:
-        if not _has_record(file, "data.pkl"):
+        if not (_has_record(file, "data.pkl") or _is_legacy_torch_save(file)):
             # Not a torch.save archive at all; torch's own text would suggest weights_only=False.
             raise ValueError(f"TorchPolicy.load: {file} could not be read as {_FORMS}") from error
-        # A torch.save archive that weights_only refused: it pickles objects (e.g. a whole module).
+        # A torch.save file (zip or legacy) that weights_only refused: it pickles objects (e.g. a
+        # whole module).
         if factory is not None:
             raise ValueError(
                 f"TorchPolicy.load: {file} holds a pickled Python object, not a state_dict for factory=; "
@@ -90,8 +99,9 @@ def load_policy_file(
             raise ValueError(
                 f"TorchPolicy.load: {file} holds a pickled Python object (e.g. a whole module saved with "
                 "torch.save(module, path)); loading it executes code from the file, so it is refused by "
-                "default. Pass allow_pickle=True only if you trust the file, or save the module with "
-                "torch.jit.save, or save its state_dict and pass factory="
+                "default. Only if you trust the file, pass allow_pickle=True (Python) or --allow-pickle "
+                "(rlmesh-gym CLI); or save the module with torch.jit.save, or save its state_dict and "
+                "pass factory="
             ) from error
         return _load_pickled(file, device)
     except Exception as error:
