@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -399,7 +400,7 @@ async def _remote_eval(args: argparse.Namespace) -> Any:
             policy: Any = model
         else:
             policy = args.policy or _shipped_policy(env.contract.id)
-        return await evaluate_async(
+        result = await evaluate_async(
             env,
             policy,
             episodes=args.episodes,
@@ -410,13 +411,23 @@ async def _remote_eval(args: argparse.Namespace) -> Any:
             allow_pickle=args.allow_pickle,
             max_steps=args.max_steps,
         )
+    except BaseException:
+        # Ctrl+C (a cancellation) or an error is what the user must see: a close failing on the
+        # interrupted stream must not replace it.
+        with contextlib.suppress(Exception):
+            await _close_peers(model, env, owned_env)
+        raise
+    await _close_peers(model, env, owned_env)
+    return result
+
+
+async def _close_peers(model: Any, env: Any, owned_env: bool) -> None:
+    try:
+        if model is not None:
+            await model.close()
     finally:
-        try:
-            if model is not None:
-                await model.close()
-        finally:
-            if env is not None and (owned_env or not env.closed):
-                await env.close(5.0)
+        if env is not None and (owned_env or not env.closed):
+            await env.close(5.0)
 
 
 def _shipped_policy(env_id: str) -> str:
