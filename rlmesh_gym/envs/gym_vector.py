@@ -24,7 +24,6 @@ import asyncio
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import gymnasium
@@ -33,6 +32,7 @@ from gymnasium.spaces import Discrete, MultiDiscrete, Space
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
 from rlmesh_gym.envs._infos import lane_info
+from rlmesh_gym.envs._worker_thread import DaemonThreadExecutor
 from rlmesh_gym.envs.episodes import LaneEpisodes
 from rlmesh_gym.envs.one_lane import OneLaneVector, lane_zero_info
 from rlmesh_gym.envs.reset_plan import EnvResetShape, InvalidReset, ResetPlan, plan_reset
@@ -195,9 +195,7 @@ class GymVectorEnv(RuntimeEnv):
         # stepped as gymnasium lets it be.
         self._disabled_vector = vector and self._mode is AutoresetMode.DISABLED
         self._same_step = self._mode is AutoresetMode.SAME_STEP
-        self._executor = (
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlmesh-gym-env") if offload else None
-        )
+        self._executor = DaemonThreadExecutor("rlmesh-gym-env") if offload else None
         self._step_env: Callable[[Any], tuple[Any, Any, Any, Any, Mapping[str, Any]]] = self._lanes.step
         self._steps_taken = 0
         self._has_reset = False
