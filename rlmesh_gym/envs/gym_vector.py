@@ -510,7 +510,13 @@ class GymVectorEnv(RuntimeEnv):
 
     def _close_env(self, timeout: float) -> None:
         if isinstance(self._env, AsyncVectorEnv):
-            self._env.close(timeout=timeout)
+            try:
+                self._env.close(timeout=timeout)
+            except BaseException:
+                # gymnasium's close stops at the first dead worker's broken pipe, before it has
+                # told the others to close: end every worker still running here.
+                _terminate_workers(self._env)
+                raise
         else:
             self._lanes.close()
 
@@ -747,3 +753,19 @@ def _received_bytes(actions: SpaceBatch | None) -> int:
         return actions.nbytes if actions is not None else 0
     except (CodecError, ValueError, TypeError):
         return 0
+
+
+def _terminate_workers(env: AsyncVectorEnv, grace: float = 5.0) -> None:
+    """Terminate (then kill) every worker process of ``env`` still alive, and reap them all."""
+    processes = [process for process in getattr(env, "processes", ()) if process is not None]
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(grace)
+        if process.is_alive():
+            process.kill()
+            process.join(grace)
+    for pipe in getattr(env, "parent_pipes", ()):
+        if pipe is not None:
+            pipe.close()
