@@ -31,8 +31,8 @@ class SlowStepEnv(gym.Env):
         return np.zeros(2, np.float32), 1.0, self.t >= self.length, False, {}
 
 
-def run(env: GymVectorEnv, model, limits: RuntimeLimits) -> OperationTimeoutError:
-    spec = RuntimeSessionSpec(
+def spec_for(env: GymVectorEnv, limits: RuntimeLimits) -> RuntimeSessionSpec:
+    return RuntimeSessionSpec(
         session_id="s",
         route_id="r",
         env_contract=env.contract,
@@ -41,8 +41,11 @@ def run(env: GymVectorEnv, model, limits: RuntimeLimits) -> OperationTimeoutErro
         max_episodes=1,
         limits=limits,
     )
+
+
+def run(env: GymVectorEnv, model, limits: RuntimeLimits) -> OperationTimeoutError:
     with pytest.raises(OperationTimeoutError) as caught:
-        asyncio.run(RuntimeDriver(spec, env, model).run())
+        asyncio.run(RuntimeDriver(spec_for(env, limits), env, model).run())
     return caught.value
 
 
@@ -68,14 +71,6 @@ def test_an_inline_predict_past_model_predict_timeout_is_refused_not_accepted():
 
 def test_inline_calls_within_their_limits_and_zero_limits_still_pass():
     env = GymVectorEnv(SlowStepEnv())
-    spec = RuntimeSessionSpec(
-        session_id="s",
-        route_id="r",
-        env_contract=env.contract,
-        num_envs=1,
-        base_seed=0,
-        max_episodes=1,
-        limits=RuntimeLimits(env_step_timeout=5.0, model_predict_timeout=0, env_reset_timeout=0),
-    )
+    spec = spec_for(env, RuntimeLimits(env_step_timeout=5.0, model_predict_timeout=0, env_reset_timeout=0))
     report = asyncio.run(RuntimeDriver(spec, env, RandomPolicy(0, env.contract)).run())
     assert report.total_steps == 5

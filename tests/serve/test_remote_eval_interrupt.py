@@ -10,6 +10,8 @@ import time
 
 from test_cli_serve import Served
 
+EVAL = [sys.executable, "-m", "rlmesh_gym", "eval", "--env-address"]
+
 
 def test_ctrl_c_during_a_remote_eval_exits_130_quietly_and_the_server_keeps_serving(
     tmp_path, no_leaked_threads
@@ -20,11 +22,7 @@ def test_ctrl_c_during_a_remote_eval_exits_130_quietly_and_the_server_keeps_serv
         address = served.address()
         evaluation = subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "rlmesh_gym",
-                "eval",
-                "--env-address",
+                *EVAL,
                 address,
                 "--policy",
                 "random",
@@ -54,17 +52,7 @@ def test_ctrl_c_during_a_remote_eval_exits_130_quietly_and_the_server_keeps_serv
                 evaluation.wait()
         # The server outlives the interrupted client and serves the next one.
         again = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "rlmesh_gym",
-                "eval",
-                "--env-address",
-                address,
-                "--episodes",
-                "2",
-                "--json",
-            ],
+            [*EVAL, address, "--episodes", "2", "--json"],
             capture_output=True,
             text=True,
             timeout=120,
