@@ -14,11 +14,11 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 demo: $(VENV)/.installed  ## the main job on its built-in default
 	$(VENV)/bin/rlmesh-gym eval
 
-test: $(VENV)/.installed  ## the whole test suite, notebooks included
+test: $(VENV)/.installed  ## the whole test suite: notebooks, docstring examples, ruff and mypy included
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.installed  ## every benchmark script
 	for script in benchmarks/*.py; do $(PY) $$script || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache

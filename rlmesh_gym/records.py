@@ -21,6 +21,10 @@ class EpisodeRecord:
     ``seed`` is the seed the lane was reset with, or ``None`` when it was not seeded (an
     unseeded reset, or a gymnasium autoreset). ``success`` is ``info["is_success"]`` of the
     episode's last step when the env reports it, else ``None``.
+
+    In a fleet evaluation (several env servers) ``lane`` is the fleet-wide lane number,
+    ``server`` the ``HOST:PORT`` of the server that ran the episode and ``server_lane`` the
+    lane's number on that server; both are ``None`` everywhere else.
     """
 
     lane: int
@@ -34,6 +38,8 @@ class EpisodeRecord:
     success: bool | None = None
     start_timestamp_ns: int = 0
     end_timestamp_ns: int = 0
+    server: str | None = None
+    server_lane: int | None = None
 
     @classmethod
     def from_metadata(cls, metadata: env_pb2.EpisodeMetadata) -> EpisodeRecord:
@@ -58,8 +64,12 @@ class EpisodeRecord:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The record as a JSON-ready dict."""
-        return asdict(self)
+        """The record as a JSON-ready dict (``server``/``server_lane`` only for fleet episodes)."""
+        values = asdict(self)
+        if self.server is None and self.server_lane is None:
+            # Results and recordings of one env look exactly as before fleets existed.
+            del values["server"], values["server_lane"]
+        return values
 
 
 def _success(final_info: Mapping[str, Any] | spaces_pb2.MetaMap | None) -> bool | None:

@@ -34,7 +34,7 @@ _END = object()
 
 
 def handshake_request() -> env_pb2.HandshakeRequest:
-    """The HandshakeRequest a b3 peer accepts (wire.md §6.1)."""
+    """The HandshakeRequest a b3 peer accepts (docs/design/wire.md#handshake)."""
     return env_pb2.HandshakeRequest(
         protocol_generation=PROTOCOL_GENERATION,
         client_name="rlmesh-gym-tests",

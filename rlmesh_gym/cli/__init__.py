@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -31,11 +32,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The exit code of a command whose reader went away, as the shell reports one killed by SIGPIPE.
+EXIT_BROKEN_PIPE = 128 + 13
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the process exit code."""
+    """Run the command line; return the process exit code.
+
+    When the reader of the output goes away (``rlmesh-gym eval --json | head -1``), the command
+    stops quietly with :data:`EXIT_BROKEN_PIPE` instead of a ``BrokenPipeError`` traceback.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help(sys.stdout)
-        return 0
-    return int(args.func(args))
+    try:
+        if args.command is None:
+            parser.print_help(sys.stdout)
+            code = 0
+        else:
+            code = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows up here when the output was still buffered
+    except BrokenPipeError:
+        # Python would try to flush stdout again at exit and print the error; point it at devnull.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+    return code

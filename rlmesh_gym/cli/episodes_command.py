@@ -30,6 +30,13 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="list at most N episodes (default: all); the aggregate always covers every episode",
     )
+    parser.add_argument(
+        "--html",
+        metavar="OUT.html",
+        default=None,
+        help="also write one self-contained HTML page (summary table, return histogram and an episode "
+        "player for the episode picked in the table; opens offline)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -55,6 +62,14 @@ def run(args: argparse.Namespace) -> int:
         if issubclass(warning.category, RecordingWarning):
             report_warning(str(warning.message))
     print(_render(recording, args.limit))
+    if args.html is not None:
+        try:
+            written = recording.to_html(args.html)
+        except OSError as exc:
+            return report_error(f"cannot write {args.html}: {exc.strerror or exc}", 2)
+        except ImportError as exc:
+            return report_error(str(exc), 2)
+        print(f"\nwrote {written} ({os.path.getsize(written) / 1e6:.1f} MB): open it in a browser")
     return 0
 
 
@@ -84,7 +99,19 @@ def _render(recording: Any, limit: int | None) -> str:
         lines.append("end         none recorded (the writer stopped before the session ended)")
     lines.append("")
     rows = [
-        ("#", "lane", "episode id", "seed", "return", "length", "term", "trunc", "steps", "frames"),
+        (
+            "#",
+            "lane",
+            "episode id",
+            "seed",
+            "return",
+            "length",
+            "term",
+            "trunc",
+            "counted",
+            "steps",
+            "frames",
+        ),
     ]
     shown = recording.episodes if limit is None else recording.episodes[:limit]
     for index, episode in enumerate(shown):
@@ -99,6 +126,7 @@ def _render(recording: Any, limit: int | None) -> str:
                 str(episode.length),
                 "yes" if record.terminated else "no",
                 "yes" if record.truncated else "no",
+                "-" if episode.counted is None else ("yes" if episode.counted else "no"),
                 str(len(episode.steps)),
                 str(0 if episode.frames is None else len(episode.frames)),
             )

@@ -82,10 +82,19 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--device", default="cpu", help="torch device of the policy (default: cpu)")
     parser.add_argument(
         "--env-address",
+        action="append",
         default=None,
-        metavar="HOST:PORT",
+        metavar="HOST:PORT|@FILE",
         help="evaluate on the rlmesh env server at HOST:PORT instead of building ENV_ID (the server sets "
-        "the lanes and autoreset mode; --num-envs, --autoreset and --vectorization do not apply)",
+        "the lanes and autoreset mode; --num-envs, --autoreset and --vectorization do not apply). Repeat "
+        "it, or give @FILE (one address per line, # comments), to evaluate over a fleet of servers at once",
+    )
+    parser.add_argument(
+        "--on-server-failure",
+        default="raise",
+        choices=("raise", "reassign"),
+        help="with several env servers: when one fails, stop with the episodes counted so far (raise, "
+        "default) or run its remaining episodes on the other servers (reassign)",
     )
     parser.add_argument(
         "--policy-address",
@@ -122,6 +131,16 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.max_steps is not None and args.max_steps < 1:
         return report_error(f"--max-steps must be at least 1, got {args.max_steps}", 2)
+    if args.env_address is not None:
+        from rlmesh_gym.cli._fleet_eval import env_addresses, run_fleet_eval
+
+        try:
+            addresses = env_addresses(args.env_address)
+        except ValueError as exc:
+            return report_error(str(exc), 2)
+        if len(addresses) > 1:
+            return run_fleet_eval(args, addresses)
+        args.env_address = addresses[0]
     if args.env_address is not None or args.policy_address is not None:
         from rlmesh_gym.cli.serve_command import run_remote_eval
 

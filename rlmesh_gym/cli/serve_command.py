@@ -25,6 +25,7 @@ from typing import Any
 
 from rlmesh_gym.cli._env_arguments import add_autoreset_argument, add_vectorization_argument
 from rlmesh_gym.cli._report import report_error, report_warning
+from rlmesh_gym.cli._served_env import add_served_env_arguments, build_served_env
 from rlmesh_gym.spaces.limits import (
     DEFAULT_MAX_SPACE_ELEMENTS,
     MAX_SPACE_ELEMENTS_ENV,
@@ -59,6 +60,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="build the env with render_mode='rgb_array' so Render returns PNGs",
     )
+    add_served_env_arguments(env)
     _add_endpoint_arguments(env, DEFAULT_ENV_ADDRESS)
     env.set_defaults(func=run_serve_env)
 
@@ -194,7 +196,11 @@ async def _serve_until_stopped(server: Any, banner: str) -> None:
             await server.start()
         if server.exposure_warning:
             report_warning(server.exposure_warning)
-        print(f"rlmesh-gym: {banner} on {server.address}", flush=True)
+        try:
+            print(f"rlmesh-gym: {banner} on {server.address}", flush=True)
+        except BrokenPipeError:  # nobody reads the banner (`| head -0`): stop serving, quietly
+            await server.stop(grace=0)
+            raise
         stopped = asyncio.ensure_future(server.wait_closed())
         signalled = asyncio.ensure_future(stop.wait())
         await asyncio.wait({stopped, signalled}, return_when=asyncio.FIRST_COMPLETED)
@@ -220,13 +226,7 @@ def run_serve_env(args: argparse.Namespace) -> int:
 
     try:
         extra = {"render_mode": "rgb_array"} if args.render else {}
-        env = _build_env(
-            args.env_id,
-            num_envs=args.num_envs,
-            autoreset=args.autoreset,
-            vectorization=args.vectorization,
-            **extra,
-        )
+        env = build_served_env(args, **extra)
     except ValueError as error:
         return report_error(str(error), 2)
     contract = env.contract
@@ -291,6 +291,8 @@ def _run_server(serve: Any) -> int:
         asyncio.run(serve())
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader of the output went away; cli.main ends quietly
+        raise
     except OSError as error:  # includes RemoteConnectionError (--contract-from) and a taken port
         code = 2 if isinstance(error, RemoteConnectionError) else 1
         return report_error(str(error), code)

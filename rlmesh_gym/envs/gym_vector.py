@@ -454,10 +454,12 @@ class GymVectorEnv(RuntimeEnv):
         """
         return [episode_metadata(episode) for episode in self._episodes.drain()]
 
-    def render_frames(self) -> list[np.ndarray | None]:
+    def render_frames(self, lanes: Sequence[int] | None = None) -> list[np.ndarray | None]:
         """One RGB frame per lane (``None`` where the env gave none); needs ``render_mode="rgb_array"``.
 
         Single env: ``[env.render()]``. Vector env: the frames of ``env.render()``, split per lane.
+        With ``lanes``, only those lanes are rendered (the others are ``None``) where the vector
+        env exposes its sub-envs (``SyncVectorEnv``); an ``AsyncVectorEnv`` renders every lane.
         """
         self._check_usable("env.render")
         if self._env.render_mode != "rgb_array":
@@ -465,10 +467,15 @@ class GymVectorEnv(RuntimeEnv):
                 f"render_frames needs an env built with render_mode='rgb_array'; "
                 f"this env has render_mode={self._env.render_mode!r}"
             )
+        if lanes is not None:
+            bad = [lane for lane in lanes if not 0 <= lane < self._num_envs]
+            if bad:
+                raise ValueError(f"render_frames: lanes {bad} do not exist (the env has {self._num_envs})")
+        render = self._render_function(lanes)
         if self._executor is None:
-            rendered = self._lanes.render()
+            rendered = render()
         else:
-            rendered = self._executor.submit(self._lanes.render).result()
+            rendered = self._executor.submit(render).result()
         if rendered is None:
             frames = [None] * self._num_envs
         else:
@@ -476,6 +483,14 @@ class GymVectorEnv(RuntimeEnv):
         if len(frames) != self._num_envs:
             raise ValueError(f"env.render() returned {len(frames)} frames for {self._num_envs} lanes")
         return [None if frame is None else np.asarray(frame) for frame in frames]
+
+    def _render_function(self, lanes: Sequence[int] | None) -> Callable[[], Any]:
+        """What renders the frames: the chosen sub-envs alone when they are reachable, else every lane."""
+        sub_envs = getattr(self._lanes, "envs", None)
+        if lanes is None or sub_envs is None or len(sub_envs) != self._num_envs:
+            return self._lanes.render
+        chosen = frozenset(lanes)
+        return lambda: [env.render() if lane in chosen else None for lane, env in enumerate(sub_envs)]
 
     # -- env calls (inline or in the worker thread) -------------------------------------------
 

@@ -39,7 +39,8 @@ class OneLaneVector:
         """``env.reset`` with the lane's seed; a ``reset_mask`` (there is one lane) is dropped."""
         if options is not None and "reset_mask" in options:
             options = {key: value for key, value in options.items() if key != "reset_mask"} or None
-        observation, info = self.env.reset(seed=None if seed is None else seed[0], options=options)
+        kept = None if options is None else dict(options)
+        observation, info = self.env.reset(seed=None if seed is None else seed[0], options=kept)
         return self._batch(observation), info
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, Any]:

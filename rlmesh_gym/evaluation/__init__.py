@@ -14,16 +14,21 @@ from rlmesh_gym.evaluation._evaluate import (
     evaluate_async,
 )
 from rlmesh_gym.evaluation._quotas import EpisodeQuotas, lane_quotas
-from rlmesh_gym.evaluation._result import EvalResult, EvalTimings
+from rlmesh_gym.evaluation._result import EvalResult, EvalTimings, FleetServer
+from rlmesh_gym.evaluation.fleet import evaluate_fleet, evaluate_fleet_async, fleet_route_id
 
 __all__ = [
     "EpisodeQuotas",
     "EvalResult",
     "EvalTimings",
     "EvaluationError",
+    "FleetServer",
     "PolicyMismatchError",
     "default_ids",
     "evaluate",
     "evaluate_async",
+    "evaluate_fleet",
+    "evaluate_fleet_async",
+    "fleet_route_id",
     "lane_quotas",
 ]

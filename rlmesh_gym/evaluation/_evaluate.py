@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 from collections.abc import Sequence
 from time import perf_counter_ns
@@ -153,7 +154,7 @@ class _CappedEvaluationHooks(_EvaluationHooks):
             self._stop(_MAX_STEPS_REASON)
 
 
-class _Evaluation:
+class SessionEvaluation:
     """One prepared evaluation: a resolved env and model, the session spec and the hooks."""
 
     def __init__(
@@ -165,14 +166,17 @@ class _Evaluation:
         episodes: int,
         seed: int | None,
         hooks: Sequence[RuntimeHooks],
-        progress: bool,
+        progress: bool | EpisodeProgress,
         record: Any,
         limits: RuntimeLimits | None,
         session_id: str | None,
         route_id: str | None,
         max_steps: int | None = None,
         env_kwargs: dict[str, Any] | None = None,
+        quotas: tuple[int, ...] | None = None,
     ) -> None:
+        # ``progress`` may be a bar shared with other sessions (a fleet's), left open at the end;
+        # ``quotas`` replaces the even split of ``episodes`` (a fleet gives each server its share).
         self.resolved = resolved
         self.env_kwargs = env_kwargs
         self.model = model
@@ -187,7 +191,7 @@ class _Evaluation:
         default_session, default_route = default_ids(resolved.env_id, resolved.num_envs)
         self.session_id = session_id or default_session
         self.route_id = route_id or default_route
-        self.quotas = lane_quotas(episodes, resolved.num_envs)
+        self.quotas = lane_quotas(episodes, resolved.num_envs) if quotas is None else quotas
         self.token = CancellationToken()
         self.hooks: _EvaluationHooks | None = None
         self.driver: RuntimeDriver | None = None
@@ -195,6 +199,10 @@ class _Evaluation:
     def cancel(self) -> None:
         """Ask the running session to end after its current step (thread-safe)."""
         self.token.cancel()
+
+    def partial_result(self) -> EvalResult:
+        """The episodes counted so far as an incomplete result (for a run that ended abnormally)."""
+        return self._result(complete=False)
 
     def _result(self, *, complete: bool) -> EvalResult:
         hooks = self.hooks
@@ -242,30 +250,40 @@ class _Evaluation:
     async def run(self, yield_to_loop: bool = False) -> EvalResult:
         """Run the session; with ``yield_to_loop`` let other tasks run once per completed episode."""
         resolved = self.resolved
-        progress: EpisodeProgress | None = None
+        progress: EpisodeProgress | None = None  # this session's own bar, closed at the end
+        shared_progress: EpisodeProgress | None = None
         recorder: Any = None
         ran = False
         try:
+            quotas = EpisodeQuotas(self.quotas)
             if self.record is not None:
                 from rlmesh_gym.recording import EpisodeRecorder
 
+                frame_lanes = getattr(self.record, "frame_lanes", ())
+                render_frames = getattr(resolved.env, "render_frames", None)
+                if frame_lanes and render_frames is not None:
+                    render_frames = functools.partial(render_frames, lanes=frame_lanes)
                 recorder = EpisodeRecorder(
                     self.record,
                     resolved.env.contract,
                     env_id=resolved.env_id,
                     base_seed=self.seed,
-                    render_frames=getattr(resolved.env, "render_frames", None),
+                    # Only the frame lanes are rendered (where the env can render lanes one by one).
+                    render_frames=render_frames,
                     # A replay remakes the env with these; rendering is not part of the episode.
                     env_kwargs={k: v for k, v in (self.env_kwargs or {}).items() if k != "render_mode"},
+                    # _EvaluationHooks runs before the recorder, so the answer is final.
+                    counted=quotas.counted,
                 )
-            if progress_wanted(self.show_progress):
+            if isinstance(self.show_progress, EpisodeProgress):
+                shared_progress = self.show_progress
+            elif progress_wanted(self.show_progress):
                 progress = EpisodeProgress(self.episodes, f"{resolved.env_id} x{resolved.num_envs}")
+            bar = progress if shared_progress is None else shared_progress
             if self.max_steps is None:
-                hooks = _EvaluationHooks(EpisodeQuotas(self.quotas), progress, yield_to_loop)
+                hooks = _EvaluationHooks(quotas, bar, yield_to_loop)
             else:
-                hooks = _CappedEvaluationHooks(
-                    EpisodeQuotas(self.quotas), progress, yield_to_loop, self.max_steps
-                )
+                hooks = _CappedEvaluationHooks(quotas, bar, yield_to_loop, self.max_steps)
             self.hooks = hooks
             all_hooks: list[RuntimeHooks] = [hooks]
             if recorder is not None:
@@ -389,6 +407,28 @@ def _describe_spaces(contract: Any) -> str:
     return f"observation space {observation}, action space {action}"
 
 
+def check_run_arguments(
+    episodes: Any, seed: Any, max_steps: Any, hooks: Any, limits: Any
+) -> tuple[RuntimeHooks, ...]:
+    """Check the arguments every evaluation takes; return ``hooks`` as a tuple."""
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
+        raise ValueError(f"seed must be None or an int in [0, 2**63), got {seed!r}")
+    if max_steps is not None and (
+        isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
+    ):
+        raise ValueError(f"max_steps must be None or an int >= 1 (vector steps), got {max_steps!r}")
+    if isinstance(hooks, RuntimeHooks):
+        hooks = (hooks,)
+    for hook in hooks:
+        if not isinstance(hook, RuntimeHooks):
+            raise TypeError(f"hooks must be RuntimeHooks instances, got {type(hook).__qualname__}")
+    if limits is not None and not isinstance(limits, RuntimeLimits):
+        raise TypeError(f"limits must be a RuntimeLimits, got {type(limits).__qualname__}")
+    return tuple(hooks)
+
+
 def _prepare(
     env: Any,
     policy: Any,
@@ -409,26 +449,14 @@ def _prepare(
     allow_pickle: bool,
     env_kwargs: dict[str, Any] | None,
     max_steps: int | None = None,
-) -> _Evaluation:
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
-        raise ValueError(f"seed must be None or an int in [0, 2**63), got {seed!r}")
-    if max_steps is not None and (
-        isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
-    ):
-        raise ValueError(f"max_steps must be None or an int >= 1 (vector steps), got {max_steps!r}")
-    if isinstance(hooks, RuntimeHooks):
-        hooks = (hooks,)
-    for hook in hooks:
-        if not isinstance(hook, RuntimeHooks):
-            raise TypeError(f"hooks must be RuntimeHooks instances, got {type(hook).__qualname__}")
-    if limits is not None and not isinstance(limits, RuntimeLimits):
-        raise TypeError(f"limits must be a RuntimeLimits, got {type(limits).__qualname__}")
+) -> SessionEvaluation:
+    hooks = check_run_arguments(episodes, seed, max_steps, hooks, limits)
+    env_kwargs = _frame_env_kwargs(env, record, env_kwargs)
     resolved = resolve_env(
         env, num_envs=num_envs, autoreset=autoreset, vectorization=vectorization, env_kwargs=env_kwargs
     )
     try:
+        _check_frame_render_mode(resolved, record)
         model = resolve_policy(
             policy,
             resolved.env.contract,
@@ -437,7 +465,7 @@ def _prepare(
             deterministic=deterministic,
             allow_pickle=allow_pickle,
         )
-        return _Evaluation(
+        return SessionEvaluation(
             resolved,
             model,
             policy_name=describe_policy(policy),
@@ -457,6 +485,80 @@ def _prepare(
             timeout = (limits or RuntimeLimits()).service_close_timeout
             run_blocking(lambda: resolved.env.close(timeout), lambda: None)
         raise
+
+
+_SERVER_SET = ("num_envs", "autoreset", "vectorization", "env_kwargs", "route_id")
+_FLEET_PASSED = (
+    "episodes",
+    "seed",
+    "on_server_failure",
+    "hooks",
+    "progress",
+    "record",
+    "limits",
+    "session_id",
+    "device",
+    "deterministic",
+    "allow_pickle",
+    "max_steps",
+)
+
+
+def _fleet_options(arguments: dict[str, Any]) -> dict[str, Any]:
+    """The fleet's share of :func:`evaluate`'s arguments; ``ValueError`` for one the servers set."""
+    given = [name for name in _SERVER_SET if arguments[name] is not None]
+    if given:
+        raise ValueError(
+            f"{', '.join(given)} cannot be given for a fleet of env servers: each server sets its own "
+            "lanes, autoreset mode and env (see serve-env)"
+        )
+    return {name: arguments[name] for name in _FLEET_PASSED}
+
+
+def _check_not_fleet(on_server_failure: str) -> None:
+    if on_server_failure != "raise":
+        raise ValueError(
+            f"on_server_failure={on_server_failure!r} applies only to a fleet (a list of env server "
+            "addresses as env)"
+        )
+
+
+def _frame_lanes(record: Any) -> tuple[int, ...]:
+    if record is None:
+        return ()
+    from rlmesh_gym.recording import RecordingOptions
+
+    return tuple(record.frame_lanes) if isinstance(record, RecordingOptions) else ()
+
+
+def _frame_env_kwargs(env: Any, record: Any, env_kwargs: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``env_kwargs`` with ``render_mode="rgb_array"`` when frames are recorded from an env id made here."""
+    frame_lanes = _frame_lanes(record)
+    if not frame_lanes or not isinstance(env, str):
+        return env_kwargs
+    kwargs = dict(env_kwargs or {})
+    mode = kwargs.setdefault("render_mode", "rgb_array")
+    if mode != "rgb_array":
+        raise ValueError(
+            f"RecordingOptions(frame_lanes={list(frame_lanes)}) records rgb_array frames, but env_kwargs "
+            f"has render_mode={mode!r}; leave render_mode out (evaluate then makes the env with "
+            "render_mode='rgb_array') or record without frame_lanes"
+        )
+    return kwargs
+
+
+def _check_frame_render_mode(resolved: ResolvedEnv, record: Any) -> None:
+    """A clear error when frames are asked of an env built without ``render_mode="rgb_array"``."""
+    frame_lanes = _frame_lanes(record)
+    if not frame_lanes or resolved.owned:
+        return
+    mode = resolved.env.contract.render_mode
+    if mode != "rgb_array":
+        raise ValueError(
+            f"RecordingOptions(frame_lanes={list(frame_lanes)}) records rgb_array frames, but the env "
+            f"passed in has render_mode={mode or None!r}; build it with render_mode='rgb_array', or pass "
+            "an env id (evaluate then sets render_mode itself)"
+        )
 
 
 def evaluate(
@@ -479,6 +581,7 @@ def evaluate(
     allow_pickle: bool = False,
     env_kwargs: dict[str, Any] | None = None,
     max_steps: int | None = None,
+    on_server_failure: str = "raise",
 ) -> EvalResult:
     """Evaluate ``policy`` on ``env`` for ``episodes`` episodes and return an :class:`EvalResult`.
 
@@ -514,11 +617,23 @@ def evaluate(
     :class:`EvaluationError` (with ``.partial``) when the session fails or hits ``max_steps``, and
     ``KeyboardInterrupt`` after a clean shutdown on Ctrl+C.
 
+    A list of env server addresses (``["host1:50051", "host2:50051"]``) evaluates over that
+    fleet of rlmesh env servers at once, the episodes split over all their lanes: see
+    :func:`~rlmesh_gym.evaluation.evaluate_fleet` (which also takes a token and timeouts).
+    The servers set the lanes and autoreset mode, so ``num_envs``, ``autoreset``,
+    ``vectorization``, ``env_kwargs`` and ``route_id`` must be left unset;
+    ``on_server_failure`` (``"raise"`` or ``"reassign"``) applies to fleets only.
+
     >>> from rlmesh_gym.evaluation import evaluate
     >>> result = evaluate("CartPole-v1", "pretrained:cartpole", episodes=8, num_envs=4, progress=False)
     >>> result.mean_return
     500.0
     """
+    if isinstance(env, (list, tuple)):  # a fleet of env servers
+        from rlmesh_gym.evaluation.fleet import evaluate_fleet  # it builds on this module
+
+        return evaluate_fleet(env, policy, **_fleet_options(locals()))
+    _check_not_fleet(on_server_failure)
     evaluation = _prepare(
         env,
         policy,
@@ -562,6 +677,7 @@ async def evaluate_async(
     allow_pickle: bool = False,
     env_kwargs: dict[str, Any] | None = None,
     max_steps: int | None = None,
+    on_server_failure: str = "raise",
 ) -> EvalResult:
     """:func:`evaluate` as a coroutine, run on the caller's event loop.
 
@@ -570,6 +686,11 @@ async def evaluate_async(
     awaiting task takes effect within an episode; the env and model route are then closed and
     ``CancelledError`` propagates.
     """
+    if isinstance(env, (list, tuple)):  # a fleet of env servers
+        from rlmesh_gym.evaluation.fleet import evaluate_fleet_async  # it builds on this module
+
+        return await evaluate_fleet_async(env, policy, **_fleet_options(locals()))
+    _check_not_fleet(on_server_failure)
     evaluation = _prepare(
         env,
         policy,

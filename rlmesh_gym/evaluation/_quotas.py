@@ -33,12 +33,13 @@ class EpisodeQuotas:
     lane's sample independent of episode length.
     """
 
-    __slots__ = ("quotas", "records", "_counts", "_lanes_open")
+    __slots__ = ("quotas", "records", "_counts", "_counted_ids", "_lanes_open")
 
     def __init__(self, quotas: tuple[int, ...]) -> None:
         self.quotas = quotas
         self.records: list[EpisodeRecord] = []
         self._counts = [0] * len(quotas)
+        self._counted_ids: set[str] = set()
         self._lanes_open = sum(1 for quota in quotas if quota > 0)
 
     @property
@@ -50,6 +51,10 @@ class EpisodeQuotas:
     def counts(self) -> tuple[int, ...]:
         """Episodes counted so far on each lane."""
         return tuple(self._counts)
+
+    def counted(self, episode_id: str) -> bool:
+        """Whether the episode with this id was counted."""
+        return episode_id in self._counted_ids
 
     def offer(self, record: EpisodeRecord) -> bool:
         """Count ``record`` if its lane is below quota; return whether it was counted."""
@@ -63,6 +68,7 @@ class EpisodeQuotas:
             return False
         self._counts[lane] += 1
         self.records.append(record)
+        self._counted_ids.add(record.episode_id)
         if self._counts[lane] == self.quotas[lane]:
             self._lanes_open -= 1
         return True

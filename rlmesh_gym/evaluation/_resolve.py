@@ -29,7 +29,7 @@ _MODE_NAMES = {
     env_pb2.AUTORESET_MODE_NEXT_STEP: "next_step",
     env_pb2.AUTORESET_MODE_SAME_STEP: "same_step",
     env_pb2.AUTORESET_MODE_DISABLED: "disabled",
-    # The driver treats UNSPECIFIED as DISABLED (runtime.md §7.5).
+    # The driver treats UNSPECIFIED as DISABLED (docs/design/wire.md#env-contract).
     env_pb2.AUTORESET_MODE_UNSPECIFIED: "disabled",
 }
 _PRETRAINED_PREFIX = "pretrained:"

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # optional extras, imported only when used
     import pandas
     from matplotlib.figure import Figure
 
-__all__ = ["EvalResult", "EvalTimings"]
+__all__ = ["EvalResult", "EvalTimings", "FleetServer"]
 
 # Episode rows shown by the HTML repr before it elides the rest.
 _HTML_ROWS = 10
@@ -34,6 +34,8 @@ _FRAME_DTYPES = {
     "start_timestamp_ns": "int64",
     "end_timestamp_ns": "int64",
 }
+# The extra columns of a fleet result (episodes from several env servers).
+_FLEET_DTYPES = {"server": "object", "server_lane": "int64"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +69,30 @@ class EvalTimings:
         return asdict(self)
 
 
+@dataclass(frozen=True, slots=True)
+class FleetServer:
+    """One env server of a fleet evaluation and what it did.
+
+    ``first_lane`` is the fleet-wide number of its lane 0 (its lanes are
+    ``first_lane .. first_lane + num_envs - 1``); ``route_ids`` are the routes it ran, in
+    order (the first round, then one per reassignment round it took part in); ``episodes`` the
+    episodes it contributed; ``failure`` why its session failed (``None`` if it did not).
+    """
+
+    address: str
+    first_lane: int
+    num_envs: int
+    route_ids: tuple[str, ...]
+    episodes: int
+    failure: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The server's entry as a JSON-ready dict."""
+        values = asdict(self)
+        values["route_ids"] = list(self.route_ids)
+        return values
+
+
 def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values) if values else math.nan
 
@@ -94,9 +120,18 @@ class EvalResult:
     not included. ``complete`` is ``False`` only for the partial result attached to an
     :class:`~rlmesh_gym.evaluation.EvaluationError`.
 
-    >>> result.mean_return, result.std_return           # doctest: +SKIP
-    (500.0, 0.0)
-    >>> result.to_pandas().groupby("lane").episode_return.mean()   # doctest: +SKIP
+    >>> from rlmesh_gym import evaluate
+    >>> result = evaluate("CartPole-v1", "random", episodes=4, num_envs=2, seed=0, progress=False)
+    >>> result.mean_return, round(result.std_return, 2)
+    (17.25, 4.6)
+    >>> result.to_pandas().groupby("lane").episode_return.mean().tolist()
+    [14.5, 20.0]
+
+    A fleet evaluation (``evaluate([address, ...])``) numbers lanes fleet-wide, lists its
+    servers in ``servers`` and, when a failed server's remaining episodes were moved to the
+    others (``on_server_failure="reassign"``), how many in ``reassigned_episodes``; those
+    episodes come from the survivors' lanes, so ``episodes_per_lane`` then differs from
+    ``quotas``.
     """
 
     env_id: str
@@ -112,6 +147,8 @@ class EvalResult:
     episodes: tuple[EpisodeRecord, ...]
     timings: EvalTimings = field(default_factory=EvalTimings)
     complete: bool = True
+    servers: tuple[FleetServer, ...] = ()
+    reassigned_episodes: int = 0
 
     # -- statistics -------------------------------------------------------------------------
 
@@ -196,6 +233,14 @@ class EvalResult:
             "summary": {key: _json_number(value) for key, value in self.summary().items()},
             "timings": self.timings.to_dict(),
             "episodes": [record.to_dict() for record in self.episodes],
+            **(
+                {
+                    "servers": [server.to_dict() for server in self.servers],
+                    "reassigned_episodes": self.reassigned_episodes,
+                }
+                if self.servers
+                else {}
+            ),
         }
 
     def to_json(self, indent: int | None = None) -> str:
@@ -206,7 +251,8 @@ class EvalResult:
         """One row per counted episode, columns named after the ``EpisodeRecord`` fields.
 
         ``seed`` is a nullable integer column and ``success`` a nullable boolean one
-        (``<NA>`` for unseeded episodes and envs that do not report ``is_success``).
+        (``<NA>`` for unseeded episodes and envs that do not report ``is_success``). A fleet
+        result adds ``server`` (its ``HOST:PORT``) and ``server_lane`` (the lane on it).
         """
         try:
             import pandas
@@ -217,10 +263,11 @@ class EvalResult:
         # Built column by column with fixed dtypes: unseeded episodes and envs without
         # is_success give missing values, which would otherwise turn the 63-bit seeds into
         # floats (losing digits) and the flags into objects.
+        dtypes = {**_FRAME_DTYPES, **_FLEET_DTYPES} if self.servers else _FRAME_DTYPES
         return pandas.DataFrame(
             {
                 name: pandas.Series([getattr(record, name) for record in self.episodes], dtype=dtype)
-                for name, dtype in _FRAME_DTYPES.items()
+                for name, dtype in dtypes.items()
             }
         )
 
@@ -271,9 +318,10 @@ class EvalResult:
     def _headline(self) -> str:
         status = "" if self.complete else " (incomplete)"
         seed = "none" if self.seed is None else str(self.seed)
+        servers = f" of {len(self.servers)} servers" if self.servers else ""
         return (
             f"{self.env_id} | policy {self.policy} | {len(self.episodes)} episodes on {self.num_envs} "
-            f"lane(s) | seed {seed} | autoreset {self.autoreset}{status}"
+            f"lane(s){servers} | seed {seed} | autoreset {self.autoreset}{status}"
         )
 
     def _rows(self) -> list[tuple[str, str]]:
@@ -297,6 +345,12 @@ class EvalResult:
             ),
             ("resets", f"{timing.resets} in {num(timing.reset_ms, 1)} ms"),
         ]
+        for server in self.servers:
+            lanes = f"lanes {server.first_lane}-{server.first_lane + server.num_envs - 1}"
+            status = "ok" if server.failure is None else f"FAILED: {server.failure}"
+            rows.append((f"server {server.address}", f"{lanes}, {server.episodes} episodes, {status}"))
+        if self.reassigned_episodes:
+            rows.append(("reassigned", f"{self.reassigned_episodes} episodes moved to surviving servers"))
         return rows
 
     def __str__(self) -> str:

@@ -61,7 +61,7 @@ def describe_value(value: object) -> str:
     return f"{type(value).__name__} {value!r:.60}"
 
 
-def check_dict_keys(path: str, value: Mapping, keys: Sequence[str], expected: str) -> None:
+def check_dict_keys(path: str, value: Mapping, keys: Sequence[str | int], expected: str) -> None:
     """Raise ``ActionMismatch`` unless ``value`` has exactly the Dict action space's ``keys``."""
     missing = [key for key in keys if key not in value]
     extra = sorted(str(key) for key in value if key not in keys)

@@ -16,7 +16,8 @@ __all__ = [
     "wire_dtype",
 ]
 
-# Kinds whose batch is raw concatenated element bytes (wire.md §2.3); the rest travel as ValueLists.
+# Kinds whose batch is raw concatenated element bytes; the rest travel as ValueLists
+# (docs/design/wire.md#message-bytes).
 RAW_KINDS = frozenset({"box", "discrete", "multi_binary", "multi_discrete"})
 
 _KIND_NAMES = {

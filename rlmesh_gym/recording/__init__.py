@@ -1,10 +1,11 @@
 """Episode recording: a runtime hook that writes episodes to a msgpack file, and its reader.
 
+>>> from rlmesh_gym import evaluate
 >>> from rlmesh_gym.recording import RecordingOptions, load_recording, replay_episode
 >>> result = evaluate("CartPole-v1", "random", episodes=4, autoreset="disabled", seed=0,
-...                   record=RecordingOptions("run.rec", frame_lanes=[0]))   # doctest: +SKIP
->>> recording = load_recording("run.rec")                                     # doctest: +SKIP
->>> replay_episode(recording, 0).match                                        # doctest: +SKIP
+...                   progress=False, record=RecordingOptions("run.rec", lanes=[0]))
+>>> recording = load_recording("run.rec")
+>>> replay_episode(recording, 0).match
 True
 
 The file format, what a step record holds in each autoreset mode, and the options are
@@ -13,6 +14,7 @@ described in ``docs/recording.md``.
 
 from rlmesh_gym.recording._format import FORMAT_VERSION, RecordingFormatError
 from rlmesh_gym.recording._options import RecordingOptions
+from rlmesh_gym.recording._player import play
 from rlmesh_gym.recording._reader import (
     RecordedEpisode,
     Recording,
@@ -35,5 +37,6 @@ __all__ = [
     "ReplayDivergence",
     "ReplayResult",
     "load_recording",
+    "play",
     "replay_episode",
 ]

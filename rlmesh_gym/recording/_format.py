@@ -20,11 +20,13 @@ __all__ = [
     "NDARRAY_EXT",
     "RecordingFormatError",
     "new_packer",
+    "new_unpacker",
     "read_records",
 ]
 
 FORMAT_NAME = "rlmesh-gym-recording"
-FORMAT_VERSION = 1
+# 2: ``episode`` records carry ``counted`` (whether the evaluation counted the episode).
+FORMAT_VERSION = 2
 NDARRAY_EXT = 1
 # The most lanes (num_envs) a recording may have: a header declaring more is refused on read, so
 # that a few bytes cannot make a reader build per-lane structures for 10**8 lanes.
@@ -48,7 +50,7 @@ def _pack_default(value: Any) -> Any:
                 "fixed-width string dtype"
             )
         array = np.ascontiguousarray(value)
-        payload = msgpack.packb([array.dtype.str, list(array.shape), memoryview(array).cast("B")])
+        payload = msgpack.packb([array.dtype.str, list(array.shape), array.data.cast("B")])
         return msgpack.ExtType(NDARRAY_EXT, payload)
     if isinstance(value, np.generic):
         return value.item()
@@ -60,6 +62,17 @@ def _pack_default(value: Any) -> Any:
 def new_packer() -> msgpack.Packer:
     """A packer that writes numpy arrays as :data:`NDARRAY_EXT`."""
     return msgpack.Packer(default=_pack_default, use_bin_type=True)
+
+
+def new_unpacker(stream: BinaryIO) -> msgpack.Unpacker:
+    """An unpacker of ``stream`` that reads :data:`NDARRAY_EXT` back as numpy arrays."""
+    return msgpack.Unpacker(
+        stream,
+        raw=False,
+        ext_hook=_ext_hook,
+        strict_map_key=False,
+        max_buffer_size=_MAX_RECORD_BYTES,
+    )
 
 
 def _ext_hook(code: int, data: bytes) -> Any:
@@ -86,13 +99,7 @@ def read_records(stream: BinaryIO, size: int) -> tuple[list[dict[str, Any]], int
     read, else a sentence saying where and why reading stopped (a record cut off at the end of
     the file, or damaged bytes). Records before that point are all returned.
     """
-    unpacker = msgpack.Unpacker(
-        stream,
-        raw=False,
-        ext_hook=_ext_hook,
-        strict_map_key=False,
-        max_buffer_size=_MAX_RECORD_BYTES,
-    )
+    unpacker = new_unpacker(stream)
     records: list[dict[str, Any]] = []
     good_offset = 0
     problem: str | None = None

@@ -1,4 +1,4 @@
-"""One lane's values out of batched message bytes, as numpy arrays (wire.md §2.3).
+"""One lane's values out of batched message bytes, as numpy arrays (docs/design/wire.md#message-bytes).
 
 For the raw kinds (Box, Discrete, MultiBinary, MultiDiscrete) a batch is N fixed-size lane
 slices back to back, so a lane's steps are its slices joined, which is itself a raw batch the
@@ -10,7 +10,7 @@ arrays, a Tuple a tuple of arrays, Text a numpy ``str`` array.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -43,6 +43,7 @@ class LaneValues:
         """
         if any(payload is None for payload in payloads):
             return None
+        payloads = cast("Sequence[bytes]", payloads)
         if self._raw:
             low = lane * self._size
             high = low + self._size

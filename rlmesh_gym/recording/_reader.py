@@ -6,8 +6,9 @@ import html
 import math
 import os
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -23,6 +24,7 @@ from rlmesh_gym.recording._format import (
 from rlmesh_gym.recording._lanes import concat_values, tuples_from_lists
 from rlmesh_gym.records import EpisodeRecord
 from rlmesh_gym.spaces.limits import check_space_spec
+from rlmesh_gym.spaces.meta import from_meta_map
 
 if TYPE_CHECKING:
     import pandas
@@ -82,6 +84,17 @@ class RecordingHeader:
         shown = ", ".join(map(str, lanes[:_SHOWN_LANES]))
         return shown if len(lanes) <= _SHOWN_LANES else f"{shown}, ... ({len(lanes)} lanes)"
 
+    @property
+    def render_fps(self) -> float | None:
+        """The env's ``metadata["render_fps"]`` (steps per second of real time), or ``None``."""
+        try:
+            fps = from_meta_map(self.contract.metadata).get("render_fps")
+        except Exception:  # noqa: BLE001 - metadata a newer writer stores differently: no fps
+            return None
+        if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not 0 < fps < math.inf:
+            return None
+        return float(fps)
+
 
 @dataclass(eq=False, slots=True)
 class RecordedEpisode:
@@ -94,7 +107,10 @@ class RecordedEpisode:
     MultiDiscrete spaces, a ``str`` array for Text, and a dict / tuple of those for Dict / Tuple.
     ``frames`` (``(F, H, W, 3)`` uint8, or ``None``) were rendered at steps ``frame_steps``.
     ``record`` is the env's summary; it is ``None`` for an episode still running when the
-    session ended or failed (then ``complete`` is false).
+    session ended or failed (then ``complete`` is false). ``counted`` says whether the
+    evaluation counted the episode (its ``EvalResult.episodes`` hold exactly the counted ones);
+    ``None`` when the writer did not know (a recorder outside ``evaluate``, a version-1 file, an
+    incomplete episode).
     """
 
     lane: int
@@ -108,6 +124,10 @@ class RecordedEpisode:
     truncated: np.ndarray
     frames: np.ndarray | None = None
     frame_steps: np.ndarray | None = None
+    counted: bool | None = None
+    # From the header: the env's render_fps and the recording's frame stride (for videos and playback).
+    render_fps: float | None = None
+    frame_stride: int = 1
 
     @property
     def complete(self) -> bool:
@@ -129,6 +149,27 @@ class RecordedEpisode:
         """The env's step count of the episode (recorded steps when incomplete)."""
         return int(len(self.steps)) if self.record is None else self.record.length
 
+    @property
+    def frame_fps(self) -> float | None:
+        """Frames per second that play the frames in the env's real time (``render_fps / frame_stride``)."""
+        return None if self.render_fps is None else self.render_fps / self.frame_stride
+
+    def play(self, *, fps: float | None = None) -> Any:
+        """An interactive player of this episode for Jupyter (see :func:`rlmesh_gym.recording.play`)."""
+        from rlmesh_gym.recording._player import play
+
+        return play(self, fps=fps)
+
+    def to_video(self, path: str | os.PathLike[str], *, fps: float | None = None) -> str:
+        """Write the recorded frames to an MP4 or GIF file (by ``path``'s extension); return the path.
+
+        ``fps`` defaults to :attr:`frame_fps` (the env's real time), else 30. Needs the ``video``
+        extra (imageio). An episode without frames raises ``ValueError`` saying why.
+        """
+        from rlmesh_gym.recording._video import write_video
+
+        return write_video(self, path, fps=fps)
+
     def __repr__(self) -> str:
         status = "complete" if self.complete else "incomplete"
         return (
@@ -149,6 +190,7 @@ class RecordedEpisode:
                 "" if self.record is None else f"{self.record.terminated} / {self.record.truncated}",
             ),
             ("status", "complete" if self.complete else "incomplete (session ended mid-episode)"),
+            ("counted", "unknown" if self.counted is None else self.counted),
             ("recorded steps", len(self.steps)),
             ("observations", _describe(self.observations)),
             ("actions", _describe(self.actions)),
@@ -200,8 +242,41 @@ class Recording:
             )
         return self.episodes[int(key)]
 
+    def play(
+        self,
+        *episodes: int | str | RecordedEpisode,
+        labels: Sequence[str] | None = None,
+        fps: float | None = None,
+    ) -> Any:
+        """An interactive player of episodes of this recording (default: the first), side by side.
+
+        Each key is an index, an episode id or an episode (see :meth:`episode`). Returns an
+        ``EpisodePlayer`` widget; see :func:`rlmesh_gym.recording.play`.
+        """
+        from rlmesh_gym.recording._player import play
+
+        chosen = [self.episode(key) for key in (episodes or (0,))]
+        return play(*chosen, labels=labels, fps=fps)
+
+    def to_html(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        episodes: Sequence[int | str] | None = None,
+        frames: bool = True,
+        title: str | None = None,
+    ) -> str:
+        """Write one self-contained HTML page (summary table, return histogram, episode player).
+
+        ``episodes`` limits the page to some complete episodes (indices or ids; default all);
+        ``frames=False`` leaves the frames out (a much smaller file). Returns the path written.
+        """
+        from rlmesh_gym.recording._html import write_html
+
+        return write_html(self, path, episodes=episodes, frames=frames, title=title)
+
     def to_pandas(self, *, include_incomplete: bool = False) -> pandas.DataFrame:
-        """One row per episode: the summary fields, the recorded step and frame counts."""
+        """One row per episode: summary fields, ``complete``, ``counted``, recorded step and frame counts."""
         pd = _pandas()
         episodes = [*self.episodes, *(self.incomplete_episodes if include_incomplete else ())]
         rows = []
@@ -212,11 +287,15 @@ class Recording:
                 row = {name: None for name in EpisodeRecord.__dataclass_fields__}
                 row.update(lane=episode.lane, episode_id=episode.episode_id)
             row["complete"] = episode.complete
+            row["counted"] = episode.counted
             row["recorded_steps"] = len(episode.steps)
             row["frames"] = 0 if episode.frames is None else len(episode.frames)
             rows.append(row)
-        columns = [*EpisodeRecord.__dataclass_fields__, "complete", "recorded_steps", "frames"]
-        return pd.DataFrame(rows, columns=columns)
+        columns = [*EpisodeRecord.__dataclass_fields__, "complete", "counted", "recorded_steps", "frames"]
+        frame = pd.DataFrame(rows, columns=columns)
+        # Nullable: None where the writer did not know (a version-1 file, a recorder outside evaluate).
+        frame["counted"] = frame["counted"].astype("boolean")
+        return frame
 
     def steps_frame(self, episode: int | str | RecordedEpisode) -> pandas.DataFrame:
         """One row per recorded step of ``episode``: step, reward, flags, action and observation.
@@ -285,7 +364,18 @@ class Recording:
         )
         head = "".join(
             f"<th>{h}</th>"
-            for h in ("#", "lane", "episode id", "seed", "return", "length", "term", "trunc", "frames")
+            for h in (
+                "#",
+                "lane",
+                "episode id",
+                "seed",
+                "return",
+                "length",
+                "term",
+                "trunc",
+                "counted",
+                "frames",
+            )
         )
         rows = []
         for index, episode in enumerate(self.episodes[:_HTML_ROWS]):
@@ -299,6 +389,7 @@ class Recording:
                 episode.length,
                 record.terminated if record else "",
                 record.truncated if record else "",
+                "" if episode.counted is None else episode.counted,
                 0 if episode.frames is None else len(episode.frames),
             )
             rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
@@ -322,8 +413,14 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
             version than this rlmesh-gym reads.
 
     Example:
-        >>> recording = load_recording("run.rec")          # doctest: +SKIP
-        >>> recording.to_pandas()[["lane", "seed", "episode_return"]]   # doctest: +SKIP
+        >>> from rlmesh_gym import evaluate
+        >>> _ = evaluate("CartPole-v1", "random", episodes=2, num_envs=1, seed=0, autoreset="disabled",
+        ...              progress=False, record="run.rec")
+        >>> recording = load_recording("run.rec")
+        >>> recording.to_pandas()[["lane", "seed", "episode_return"]]
+           lane                 seed  episode_return
+        0     0  9116764537325399125            18.0
+        1     0  3862005244114359458            27.0
     """
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"load_recording: path must be a str or os.PathLike, got {path!r}")
@@ -468,7 +565,7 @@ def _valid_prefix(
     return records, None
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -563,12 +660,18 @@ _SUMMARY_TYPES: dict[str, tuple[type, ...]] = {
     "success": (bool, type(None)),
     "start_timestamp_ns": (int,),
     "end_timestamp_ns": (int,),
+    "server": (str, type(None)),
+    "server_lane": (int, type(None)),
 }
-_OPTIONAL_SUMMARY_FIELDS = frozenset({"success", "start_timestamp_ns", "end_timestamp_ns"})
+_OPTIONAL_SUMMARY_FIELDS = frozenset(
+    {"success", "start_timestamp_ns", "end_timestamp_ns", "server", "server_lane"}
+)
 
 
 def _check_episode(record: dict[str, Any], num_envs: int) -> None:
     _check_lane(record, num_envs)
+    if record.get("counted") not in (None, True, False):  # absent before format version 2
+        raise _MalformedRecord(f"counted must be a bool or nil, got {record['counted']!r}")
     summary = record.get("record")
     if not isinstance(summary, dict):
         raise _MalformedRecord(f"record must be a map of EpisodeRecord fields, got {_what(summary)}")
@@ -590,6 +693,7 @@ def _assemble(
     chunks: dict[str, list[dict[str, Any]]] = {}
     lanes: dict[str, int] = {}
     summaries: dict[str, EpisodeRecord] = {}
+    counted: dict[str, bool | None] = {}
     finished: list[str] = []
     sessions: list[dict[str, Any]] = []
     ends: list[dict[str, Any]] = []
@@ -605,21 +709,34 @@ def _assemble(
             # A newer writer may add summary fields: keep the ones this EpisodeRecord has.
             fields = {k: v for k, v in record["record"].items() if k in _RECORD_FIELDS}
             summaries[episode_id] = EpisodeRecord(**fields)
+            counted[episode_id] = record.get("counted")
             lanes.setdefault(episode_id, int(record["lane"]))
         elif kind == "session":
             sessions.append(record)
         elif kind == "end":
             ends.append(record)
         # Other kinds come from newer writers of the same format version: skipped.
-    episodes = [_episode(eid, lanes[eid], summaries[eid], chunks.get(eid, [])) for eid in finished]
+    episodes = [
+        _episode(eid, lanes[eid], summaries[eid], chunks.get(eid, []), counted[eid]) for eid in finished
+    ]
     incomplete = [
         _episode(eid, lanes[eid], None, parts) for eid, parts in chunks.items() if eid not in summaries
     ]
+    render_fps = header.render_fps
+    frame_stride = header.options.get("frame_stride")
+    for episode in (*episodes, *incomplete):
+        episode.render_fps = render_fps
+        if _is_int(frame_stride) and frame_stride >= 1:
+            episode.frame_stride = frame_stride
     return Recording(filename, header, episodes, incomplete, sessions, ends, partial)
 
 
 def _episode(
-    episode_id: str, lane: int, record: EpisodeRecord | None, parts: list[dict[str, Any]]
+    episode_id: str,
+    lane: int,
+    record: EpisodeRecord | None,
+    parts: list[dict[str, Any]],
+    counted: bool | None = None,
 ) -> RecordedEpisode:
     parts = sorted(parts, key=lambda part: part["chunk"])
     with_steps = [part for part in parts if part["actions"] is not None]
@@ -644,6 +761,7 @@ def _episode(
         truncated=joined("truncated", "bool"),
         frames=np.concatenate([part["frames"] for part in with_frames]) if with_frames else None,
         frame_steps=np.concatenate([part["frame_steps"] for part in with_frames]) if with_frames else None,
+        counted=counted,
     )
 
 

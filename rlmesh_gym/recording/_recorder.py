@@ -116,14 +116,29 @@ class EpisodeRecorder(RuntimeHooks):
             **env_kwargs)``), stored so :func:`replay_episode` makes the same env. Values msgpack
             cannot encode are not stored: a ``RuntimeWarning`` says so, and a replay then needs
             ``env=``.
+        counted: called with a completed episode's id when its summary is written; its answer
+            is stored as the episode's ``counted`` flag (whether the evaluation counted it).
+            ``None`` stores no answer (``RecordedEpisode.counted`` is then ``None``). Hooks run
+            in order, so the hook that counts must come before the recorder.
 
     The header is written (and flushed) on construction, so a bad path fails here. Pass the
     recorder in a driver's hooks, and call :meth:`close` when the run is over.
 
     Example:
-        >>> recorder = EpisodeRecorder("run.rec", env.contract, base_seed=0)  # doctest: +SKIP
-        >>> await RuntimeDriver(spec, env, model, hooks=[recorder]).run()    # doctest: +SKIP
-        >>> recorder.close()                                                 # doctest: +SKIP
+        >>> import asyncio
+        >>> from rlmesh_gym.envs import GymVectorEnv
+        >>> from rlmesh_gym.policies import RandomPolicy
+        >>> from rlmesh_gym.recording import load_recording
+        >>> from rlmesh_gym.runtime import RuntimeDriver, RuntimeSessionSpec
+        >>> env = GymVectorEnv.make("CartPole-v1", num_envs=2)
+        >>> spec = RuntimeSessionSpec(session_id="s", route_id="r", env_contract=env.contract,
+        ...                           num_envs=2, base_seed=0, max_episodes=2)
+        >>> recorder = EpisodeRecorder("run.rec", env.contract, base_seed=0)
+        >>> model = RandomPolicy(0, env.contract)
+        >>> report = asyncio.run(RuntimeDriver(spec, env, model, hooks=[recorder]).run())
+        >>> recorder.close()
+        >>> len(load_recording("run.rec").episodes) == report.total_episodes
+        True
     """
 
     def __init__(
@@ -135,6 +150,7 @@ class EpisodeRecorder(RuntimeHooks):
         base_seed: int | None = None,
         render_frames: Callable[[], Sequence[Any] | None] | None = None,
         env_kwargs: Mapping[str, Any] | None = None,
+        counted: Callable[[str], bool] | None = None,
     ) -> None:
         options = record if isinstance(record, RecordingOptions) else RecordingOptions(record)
         if not isinstance(contract, env_pb2.EnvContract):
@@ -161,6 +177,8 @@ class EpisodeRecorder(RuntimeHooks):
             )
         if render_frames is not None and not callable(render_frames):
             raise TypeError(f"EpisodeRecorder: render_frames must be callable, got {render_frames!r}")
+        if counted is not None and not callable(counted):
+            raise TypeError(f"EpisodeRecorder: counted must be callable or None, got {counted!r}")
         if base_seed is not None and (isinstance(base_seed, bool) or not isinstance(base_seed, int)):
             raise TypeError(f"EpisodeRecorder: base_seed must be an int or None, got {base_seed!r}")
         stored_kwargs, kwargs_note = _storable_kwargs(env_kwargs)
@@ -171,6 +189,7 @@ class EpisodeRecorder(RuntimeHooks):
         self._lanes = lanes
         self._frame_lanes = options.frame_lanes if render_frames is not None else ()
         self._render_frames = render_frames
+        self._counted = counted
         self._stride = options.step_stride
         self._actions = LaneValues(contract.action_space, num_envs, "action")
         self._observations = (
@@ -274,11 +293,19 @@ class EpisodeRecorder(RuntimeHooks):
         episode = getattr(event, "episode", None)
         if episode is not None:  # the array form: final_info is not converted to a MetaMap
             record = EpisodeRecord.from_episode(episode)
-        elif getattr(event, "metadata", None) is not None:
-            record = EpisodeRecord.from_metadata(event.metadata)
         else:
-            record = _record_from_event(event)
-        self._write({"kind": "episode", "lane": lane, "episode_id": episode_id, "record": record.to_dict()})
+            metadata = getattr(event, "metadata", None)
+            record = _record_from_event(event) if metadata is None else EpisodeRecord.from_metadata(metadata)
+        counted = None if self._counted is None else bool(self._counted(episode_id))
+        self._write(
+            {
+                "kind": "episode",
+                "lane": lane,
+                "episode_id": episode_id,
+                "record": record.to_dict(),
+                "counted": counted,
+            }
+        )
         self._file.flush()
 
     @_stops_on_write_error

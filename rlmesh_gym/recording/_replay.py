@@ -90,8 +90,11 @@ def replay_episode(
             actions a replay needs.
 
     Example:
-        >>> result = replay_episode("run.rec", 0)   # doctest: +SKIP
-        >>> result.match                              # doctest: +SKIP
+        >>> from rlmesh_gym import evaluate
+        >>> _ = evaluate("CartPole-v1", "random", episodes=1, num_envs=1, seed=3, autoreset="disabled",
+        ...              progress=False, record="run.rec")
+        >>> result = replay_episode("run.rec", 0)
+        >>> result.match
         True
     """
     loaded = recording if isinstance(recording, Recording) else load_recording(recording)

@@ -1,4 +1,6 @@
-"""Awaiting one env/model operation under a deadline and a cancellation token (runtime.md §7.1).
+"""Awaiting one env/model operation under a deadline and a cancellation token.
+
+The rules: docs/design/runtime.md#operations-and-their-limits.
 
 Upstream wraps each operation in ``select!(cancelled, timeout(limit, op))``. This port keeps
 its outcomes and makes the race deterministic:
@@ -36,7 +38,7 @@ import logging
 import math
 import types
 from collections.abc import Awaitable, Callable, Generator
-from typing import Any
+from typing import Any, TypeGuard
 
 from rlmesh_gym.runtime.cancellation import CancellationToken
 from rlmesh_gym.runtime.errors import ProtocolError
@@ -108,7 +110,7 @@ class OperationCancelled(Exception):
         self.error = error
 
 
-def _is_future(value: object) -> bool:
+def _is_future(value: object) -> TypeGuard[asyncio.Future[Any]]:
     return getattr(value, "_asyncio_future_blocking", None) is not None
 
 
@@ -214,8 +216,8 @@ def _cancel_outstanding() -> bool:
 
 def abandon(operation: Generator[Any, Any, Any], yielded: object, loop: asyncio.AbstractEventLoop) -> None:
     """Cancel a pending ``operation`` without waiting for it to stop."""
-    if _is_future(yielded) and not yielded.done():  # type: ignore[attr-defined]
-        yielded.cancel()  # type: ignore[attr-defined]
+    if _is_future(yielded) and not yielded.done():
+        yielded.cancel()
     try:
         still_pending = operation.throw(asyncio.CancelledError())
     except (Exception, asyncio.CancelledError):

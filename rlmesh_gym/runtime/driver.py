@@ -1,4 +1,4 @@
-"""The runtime driver: one route's reset -> predict -> step loop (port of ``rlmesh-runtime`` rc.1).
+"""The runtime driver: one route's reset -> predict -> step loop (port of upstream rlmesh-runtime 0.1.0-rc.1).
 
 ::
 
@@ -57,7 +57,7 @@ import types
 from collections.abc import Callable, Sequence
 from functools import partial
 from time import perf_counter_ns
-from typing import Any
+from typing import Any, cast
 
 from rlmesh_gym.proto import env_pb2, model_pb2, spaces_pb2
 from rlmesh_gym.runtime import _guard
@@ -219,6 +219,8 @@ class RuntimeDriver:
         self._closed = False
         self._failed_reported = False
         self._timing: RuntimeTiming | None = None
+        # The same object once a run started, typed for the code that only runs then.
+        self._run_timing: RuntimeTiming
 
     # -- entry points -------------------------------------------------------------------------
 
@@ -313,7 +315,7 @@ class RuntimeDriver:
             self._env_port: Any = env
         else:
             self._env_port = MessageEnvPort(
-                env,
+                cast(RuntimeEnv, env),
                 self._observation_codec,
                 spec.num_envs,
                 limits.env_reset_timeout_ms(),
@@ -322,7 +324,9 @@ class RuntimeDriver:
         if self._model_arrays:
             self._model_port: Any = model
         else:
-            self._model_port = MessageModelPort(model, self._action_codec, self._model_component_id)
+            self._model_port = MessageModelPort(
+                cast(RuntimeModel, model), self._action_codec, self._model_component_id
+            )
         listeners = hooks.listeners
         self._on_episode_started = listeners("episode_started")
         self._on_episode_completed = listeners("episode_completed")
@@ -337,9 +341,10 @@ class RuntimeDriver:
         return self._seeds.seeds(generation, env_indices) if self._seeds is not None else []
 
     async def _run_loop(self, state: RouteState) -> RuntimeReport:
-        """The session, phase by phase, in the event order of docs/runtime.md."""
+        """The session, phase by phase, in the order of docs/design/runtime.md#event-order."""
         self._prepare()
-        self._timing = RuntimeTiming(self._env_component_id, self._model_component_id, perf_counter_ns())
+        timing = RuntimeTiming(self._env_component_id, self._model_component_id, perf_counter_ns())
+        self._timing = self._run_timing = timing
         if self._hooks.listeners("session_started"):
             await self._hooks.fire(
                 "session_started", SessionStartedEvent(self._session_id, self._route, self.spec.env_id)
@@ -381,7 +386,7 @@ class RuntimeDriver:
         hooks = self._hooks
         if hooks.listeners("log"):
             ready = sum(1 for episode_id in reset.episode_ids if episode_id)
-            reset_ms = self._timing.reset.total_ns / 1e6  # the only reset so far
+            reset_ms = self._run_timing.reset.total_ns / 1e6  # the only reset so far
             message = f"env reset complete in {reset_ms:.0f}ms ({ready} episode(s) ready)"
             await hooks.fire(
                 "log", LogEvent(self._session_id, self._route, LogLevel.INFO, message, "runtime")
@@ -411,7 +416,7 @@ class RuntimeDriver:
                 f"model.predict_arrays returned {type(prediction).__name__}; expected ModelActionBatch"
             )
         model_ns = perf_counter_ns() - started_ns
-        timing = self._timing
+        timing = self._run_timing
         timing.model_wait.record(model_ns)
         actions = prediction.action
         if self._telemetry_on:
@@ -433,7 +438,7 @@ class RuntimeDriver:
         env_ns = perf_counter_ns() - started_ns
         if type(stepped) is not EnvStepBatch and not isinstance(stepped, EnvStepBatch):
             raise ProtocolError(f"env.step_arrays returned {type(stepped).__name__}; expected EnvStepBatch")
-        timing = self._timing
+        timing = self._run_timing
         timing.env_step.record(env_ns)
         if self._telemetry_on:
             timing.record_operation_telemetry(self._env_component_id, stepped.telemetry)
@@ -506,9 +511,9 @@ class RuntimeDriver:
             reset = await self._finish(reset, started_ns, timeout, "env.reset", step)
         if type(reset) is not EnvResetBatch and not isinstance(reset, EnvResetBatch):
             raise ProtocolError(f"env.reset_arrays returned {type(reset).__name__}; expected EnvResetBatch")
-        self._timing.reset.record(perf_counter_ns() - started_ns)
+        self._run_timing.reset.record(perf_counter_ns() - started_ns)
         if self._telemetry_on:
-            self._timing.record_operation_telemetry(self._env_component_id, reset.telemetry)
+            self._run_timing.record_operation_telemetry(self._env_component_id, reset.telemetry)
         return reset
 
     # -- guarded operations -------------------------------------------------------------------
@@ -675,7 +680,8 @@ class RuntimeDriver:
             return actions
         if sent is None:
             return None
-        return SpaceBatch.from_bytes(self._action_codec, sent, self.spec.num_envs)
+        # Without a codec only message-form peers run, and they pass the bytes on undecoded.
+        return SpaceBatch.from_bytes(self._action_codec, sent, self.spec.num_envs)  # type: ignore[arg-type]
 
     async def _emit_observation(
         self, state: RouteState, observation: SpaceBatch | None, phase: str, is_reset: bool
@@ -709,7 +715,7 @@ class RuntimeDriver:
             observation = (
                 None
                 if sent is None
-                else SpaceBatch.from_bytes(self._observation_codec, sent, self.spec.num_envs)
+                else SpaceBatch.from_bytes(self._observation_codec, sent, self.spec.num_envs)  # type: ignore[arg-type]
             )
         return observation, context
 
@@ -718,7 +724,7 @@ class RuntimeDriver:
     async def _end(self, state: RouteState, reason: str) -> RuntimeReport:
         """The normal end (docs/design/runtime.md#normal-end-and-failure)."""
         hooks = self._hooks
-        timing = self._timing
+        timing = self._run_timing
         if self._telemetry_on:
             now_ns = perf_counter_ns()
             window = timing.flush_window(self._session_id, self._route, now_ns)

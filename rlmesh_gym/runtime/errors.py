@@ -1,4 +1,5 @@
-"""The runtime error hierarchy, one class per variant of upstream rlmesh-runtime's ``RuntimeError``.
+"""The runtime error hierarchy, one class per variant of the ``RuntimeError`` of upstream
+rlmesh-runtime 0.1.0-rc.1 (docs/design/runtime.md#errors).
 
 The base class is :class:`RuntimeDriverError` (never shadow the builtin ``RuntimeError``).
 Every message is upstream's display text, so logs read the same on both sides

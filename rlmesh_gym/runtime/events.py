@@ -1,9 +1,9 @@
 """The events the driver hands to :class:`~rlmesh_gym.runtime.hooks.RuntimeHooks`.
 
-Every event carries the seed's fields with the seed's meaning (runtime.md §4.2/§4.3).
+Every event carries upstream's fields with upstream's meaning (docs/design/runtime.md#events).
 Single-valued lane fields (``episode_id``, ``episode_record_id``, ``step``, ``env_index``)
-describe **lane 0**, as upstream. Extensions are added after the seed's fields, with
-defaults, and never change a seed field:
+describe **lane 0**, as upstream. Extensions are added after upstream's fields, with
+defaults, and never change an upstream field:
 
 * :class:`EpisodeCompletedEvent` ``.metadata``: the env's whole ``EpisodeMetadata`` (``seed``,
   timestamps included), and ``.episode``, the same in array form
@@ -370,7 +370,7 @@ class LazyStepCompletedEvent(StepCompletedEvent):
 
     __slots__ = ("_build_response",)
 
-    response = _built_on_read(StepCompletedEvent.response, "_build_response")  # type: ignore[assignment]
+    response = _built_on_read(StepCompletedEvent.response, "_build_response")  # type: ignore[misc]
 
     def __init__(
         self, *args: Any, build: Callable[[], env_pb2.StepResponse] | None = None, **kwargs: Any
@@ -393,8 +393,8 @@ class LazyEpisodeCompletedEvent(EpisodeCompletedEvent):
 
     __slots__ = ("_build_metadata", "_build_final_info")
 
-    metadata = _built_on_read(EpisodeCompletedEvent.metadata, "_build_metadata", "episode")  # type: ignore[assignment]
-    final_info = _built_on_read(EpisodeCompletedEvent.final_info, "_build_final_info", "episode")  # type: ignore[assignment]
+    metadata = _built_on_read(EpisodeCompletedEvent.metadata, "_build_metadata", "episode")  # type: ignore[misc]
+    final_info = _built_on_read(EpisodeCompletedEvent.final_info, "_build_final_info", "episode")  # type: ignore[misc]
 
     def __init__(
         self,

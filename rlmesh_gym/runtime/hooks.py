@@ -99,7 +99,7 @@ HOOK_METHODS = (
     "session_failed",
     "log",
 )
-"""Every hook method name, in the seed's order."""
+"""Every hook method name, in upstream's order."""
 
 TRANSFORM_HOOKS = ("transform_action", "transform_observation")
 """The fatal hooks; the others are best-effort."""
@@ -300,9 +300,9 @@ class HookTable:
                 raise HookFailedError(err) from err
             if payload is not None and not isinstance(payload, bytes):
                 if not isinstance(payload, bytearray | memoryview):
-                    err = HookError(f"{name} must return bytes or None; got {type(payload).__name__}")
-                    _log.warning("runtime hook %s failed: %s", name, err)
-                    raise HookFailedError(err)
+                    wrong = HookError(f"{name} must return bytes or None; got {type(payload).__name__}")
+                    _log.warning("runtime hook %s failed: %s", name, wrong)
+                    raise HookFailedError(wrong)
                 payload = bytes(payload)
             setattr(event, attribute, payload)
         return payload

@@ -143,7 +143,7 @@ def step_response(batch: EnvStepBatch) -> env_pb2.StepResponse:
     truncated = np.ascontiguousarray(batch.truncated, dtype=_BOOL).tobytes()
     # Rewards (2, packed doubles) and masks (3, 4) as encoded fields in one parse: cheaper than
     # three field sets and a list conversion.
-    parts = []
+    parts: list[bytes] = []
     if rewards.size:
         parts += (STEP_REWARDS, varint(rewards.nbytes), rewards.tobytes())
     if terminated:
@@ -184,7 +184,10 @@ def completed_episode(metadata: env_pb2.EpisodeMetadata) -> CompletedEpisode:
 
 
 def _payload(value: Any, codec: SpaceCodec | None, rows: int) -> SpaceBatch | None:
-    return SpaceBatch.from_bytes(codec, value.bytes.data, rows) if value.HasField("bytes") else None
+    if not value.HasField("bytes"):
+        return None
+    # Without a codec only message-form peers run, and they pass the bytes on undecoded.
+    return SpaceBatch.from_bytes(codec, value.bytes.data, rows)  # type: ignore[arg-type]
 
 
 def reset_batch(response: env_pb2.ResetResponse, codec: SpaceCodec | None, rows: int) -> EnvResetBatch:
@@ -224,12 +227,18 @@ class MessageStepBatch(EnvStepBatch):
 
     __slots__ = ("response",)
 
-    rewards = _converted_on_read(EnvStepBatch.rewards, lambda r: np.array(r.rewards, dtype=np.float64))
+    # A slot read through a class-level descriptor, which mypy cannot follow.
+    rewards = _converted_on_read(
+        EnvStepBatch.rewards,  # type: ignore[misc]
+        lambda r: np.array(r.rewards, dtype=np.float64),
+    )
     terminated = _converted_on_read(
-        EnvStepBatch.terminated, lambda r: np.frombuffer(r.terminated_mask, dtype=np.uint8) != 0
+        EnvStepBatch.terminated,  # type: ignore[misc]
+        lambda r: np.frombuffer(r.terminated_mask, dtype=np.uint8) != 0,
     )
     truncated = _converted_on_read(
-        EnvStepBatch.truncated, lambda r: np.frombuffer(r.truncated_mask, dtype=np.uint8) != 0
+        EnvStepBatch.truncated,  # type: ignore[misc]
+        lambda r: np.frombuffer(r.truncated_mask, dtype=np.uint8) != 0,
     )
 
     def __init__(self, response: env_pb2.StepResponse, codec: SpaceCodec | None, rows: int) -> None:

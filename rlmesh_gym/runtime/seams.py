@@ -4,7 +4,7 @@ Each seam has two forms:
 
 * **the message form** (:class:`RuntimeEnv`, :class:`RuntimeModel`): values cross as the
   generated protobuf messages of :mod:`rlmesh_gym.proto`, exactly as in upstream
-  ``rlmesh-runtime``; observation and action payloads are message bytes. Every peer across a
+  rlmesh-runtime 0.1.0-rc.1; observation and action payloads are message bytes. Every peer across a
   process edge (the gRPC clients) and any user-written env or model speaks it.
 * **the array form** (:class:`ArrayRuntimeEnv`, :class:`ArrayRuntimeModel`): the same calls
   with the same meaning, but payloads are :class:`~rlmesh_gym.spaces.batch.SpaceBatch` objects

@@ -1,4 +1,6 @@
-"""Deterministic per-lane reset seeds, bit for bit the seed's ``deterministic_reset_seed``.
+"""Deterministic per-lane reset seeds, bit for bit upstream's ``deterministic_reset_seed``.
+
+Why and when: docs/design/runtime.md#reset-seeds.
 
 A seed is 64-bit FNV-1a over ``base_seed`` (8 bytes, little-endian, signed), ``0xFF``,
 ``session_id`` (UTF-8), ``0xFE``, ``route_id`` (UTF-8), ``0xFD``, ``reset_generation``
@@ -71,7 +73,7 @@ class ResetSeeds:
     def seeds(self, reset_generation: int, env_indices: Iterable[int]) -> list[int]:
         """One seed per entry of ``env_indices``, in the same order.
 
-        An index is widened to 64 bits as the seed does (``index as usize``), so a negative
+        An index is widened to 64 bits as upstream does (``index as usize``), so a negative
         lane index an env reported wraps instead of failing here; the env refuses the lane.
         """
         generation = _check_int("reset_generation", reset_generation, 0, _UINT64_MAX, "in 0..2**64-1")

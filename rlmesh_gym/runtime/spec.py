@@ -1,20 +1,20 @@
 """What one driver session runs: :class:`RuntimeSessionSpec`, its :class:`RuntimeLimits`, and
 the :class:`RuntimeReport` a successful run returns.
 
-:meth:`RuntimeSessionSpec.validate` applies the seed's rules in the seed's order with the
-seed's sentences (runtime.md §2.3), with two deliberate extensions and a few additions:
+:meth:`RuntimeSessionSpec.validate` applies upstream's rules in upstream's order with upstream's
+sentences (docs/design/runtime.md#session-spec), with two deliberate extensions and a few additions:
 
-Extensions (rules the seed has and this port relaxes):
+Extensions (rules upstream has and this port relaxes):
 
-* **SAME_STEP is accepted** (the seed's rule 11 refuses it). The driver runs it on the
+* **SAME_STEP is accepted** (upstream's rule 11 refuses it). The driver runs it on the
   observational path, exactly like NEXT_STEP: the env adapter rolls a lane's episode id in the
   same step response that completes it, so no lane stalls.
-* **DISABLED and UNSPECIFIED are accepted with** ``num_envs > 1`` (the seed's rule 12 refuses
+* **DISABLED and UNSPECIFIED are accepted with** ``num_envs > 1`` (upstream's rule 12 refuses
   them). gymnasium >= 1.1 resets a subset of lanes (``options={"reset_mask": ...}``), so the
   driver's partial-reset branch (``ResetRequest.env_indices`` with position-aligned seeds) is
   live. It is the mode in which every episode of every lane gets an exact driver seed.
 
-Additions (checked after the seed's rules, so the seed's first-failure order is unchanged):
+Additions (checked after upstream's rules, so upstream's first-failure order is unchanged):
 
 * ``num_envs`` must equal ``env_contract.num_envs`` when the contract states a lane count
   (non-zero). A contract with ``num_envs == 0`` states nothing (proto3 default) and is
@@ -24,7 +24,7 @@ Additions (checked after the seed's rules, so the seed's first-failure order is 
 * ``base_seed`` must fit a signed 64-bit integer; ``max_episodes`` and ``num_envs`` must be
   integers.
 
-The seed's ``num_envs == 0`` and ``max_episodes == 0`` rules also catch negative values here
+Upstream's ``num_envs == 0`` and ``max_episodes == 0`` rules also catch negative values here
 (upstream's unsigned types cannot hold them).
 """
 

@@ -1,6 +1,7 @@
 """Per-route state: lane slots, the episode record registry, counters and request ids.
 
-Faithful to the seed's ``state`` module (runtime.md §3):
+Faithful to upstream rlmesh-runtime 0.1.0-rc.1's ``state`` module
+(docs/design/runtime.md#route-state):
 
 * one slot per lane: ``env_index``, current episode (id, record id), ``step`` (driver steps
   since the lane's episode began) and ``reset`` (the lane's next observation is a fresh
@@ -47,8 +48,8 @@ if TYPE_CHECKING:
     from rlmesh_gym.runtime.spec import RuntimeSessionSpec
 
 __all__ = [
-    "EpisodeRecord",
     "EpisodeRegistry",
+    "RegisteredEpisode",
     "RequestPhase",
     "RouteSnapshot",
     "RouteState",
@@ -94,8 +95,13 @@ class RequestPhase(str, Enum):
 
 
 @dataclass(slots=True)
-class EpisodeRecord:
-    """What the route remembers of an env episode id (treat as read-only)."""
+class RegisteredEpisode:
+    """What the route registered for an env episode id the first time it saw it (treat as read-only).
+
+    ``record_id`` (``ep-000001``, ...) is the route-global name events carry as
+    ``episode_record_id``. Not to be confused with :class:`rlmesh_gym.records.EpisodeRecord`, the
+    evaluated episode's summary (return, length, seed, ...).
+    """
 
     record_id: str
     index: int
@@ -108,7 +114,7 @@ class StartedEpisode:
     """An episode id seen for the first time, with its new record (treat as read-only)."""
 
     episode_id: str
-    record: EpisodeRecord
+    record: RegisteredEpisode
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,18 +142,18 @@ class RouteSnapshot:
 
 
 class EpisodeRegistry:
-    """Env episode id -> :class:`EpisodeRecord`, for one route; records are never deleted."""
+    """Env episode id -> :class:`RegisteredEpisode`, for one route; records are never deleted."""
 
     __slots__ = ("_records", "_next_index")
 
     def __init__(self) -> None:
-        self._records: dict[str, EpisodeRecord] = {}
+        self._records: dict[str, RegisteredEpisode] = {}
         self._next_index = 1
 
     def __len__(self) -> int:
         return len(self._records)
 
-    def get(self, episode_id: str) -> EpisodeRecord | None:
+    def get(self, episode_id: str) -> RegisteredEpisode | None:
         """The record of ``episode_id``, or ``None`` if the route never saw it."""
         return self._records.get(episode_id)
 
@@ -174,7 +180,7 @@ class EpisodeRegistry:
         if record is None:
             index = self._next_index
             self._next_index = index + 1
-            record = EpisodeRecord(f"ep-{index:06d}", index, env_index, started_from_auto_reset)
+            record = RegisteredEpisode(f"ep-{index:06d}", index, env_index, started_from_auto_reset)
             self._records[episode_id] = record
             started.append(StartedEpisode(episode_id, record))
         return record.record_id
@@ -276,9 +282,9 @@ class RouteState:
             return []  # the common step: every id known and unchanged, nothing to do
         ids = list(episode_ids)
         if len(ids) != self.num_envs:
-            record_ids, started = self.registry.ensure_for_slots(ids, True)
+            record_ids, started_now = self.registry.ensure_for_slots(ids, True)
             self._sync_slots(ids, record_ids, force_reset=False)
-            return started
+            return started_now
         # Full width: an unchanged id is already registered and its slot already synced, so
         # only the lanes that changed need the registry and a sync (same result, in lane order).
         started: list[StartedEpisode] = []
@@ -320,7 +326,7 @@ class RouteState:
             self._resets = [False] * self.num_envs
             self._any_reset = False
 
-    def complete_episode(self, episode_id: str) -> EpisodeRecord | None:
+    def complete_episode(self, episode_id: str) -> RegisteredEpisode | None:
         """Count one completed episode (always) and return its record, if the route knows it."""
         self.total_episodes += 1
         return self.registry.get(episode_id)

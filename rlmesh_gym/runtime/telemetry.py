@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from rlmesh_gym.proto import core_pb2
 from rlmesh_gym.runtime.events import (
@@ -140,8 +141,11 @@ def percentile(sorted_values: list, p: float) -> float | None:
     >>> percentile([10, 20, 30, 40], 0.95), percentile([10, 20, 30, 40], 0.50)
     (40, 30)
     """
-    if not sorted_values:
-        return None
+    return _nth(sorted_values, p) if sorted_values else None
+
+
+def _nth(sorted_values: list, p: float) -> Any:
+    """:func:`percentile` of a non-empty list."""
     return sorted_values[min(len(sorted_values) - 1, math.ceil((len(sorted_values) - 1) * p))]
 
 
@@ -152,9 +156,9 @@ def _duration_stats(samples_ns: list[int]) -> tuple[float | None, float | None, 
     ordered = sorted(samples_ns)
     return (
         sum(ordered) / len(ordered) / 1e6,
-        percentile(ordered, 0.50) / 1e6,
-        percentile(ordered, 0.95) / 1e6,
-        percentile(ordered, 0.99) / 1e6,
+        _nth(ordered, 0.50) / 1e6,
+        _nth(ordered, 0.95) / 1e6,
+        _nth(ordered, 0.99) / 1e6,
     )
 
 

@@ -1,4 +1,4 @@
-"""The ``OperationTelemetry`` an endpoint attaches to each reply (wire.md §1.2)."""
+"""The ``OperationTelemetry`` an endpoint attaches to each reply (docs/design/wire.md#env-session)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Who may connect: rlmesh's optional shared token (wire.md §6.2).
+"""Who may connect: rlmesh's optional shared token (docs/design/wire.md#env-session).
 
 With a token configured, every RPC must carry the gRPC metadata ``authorization: <token>``,
 the raw token compared exactly (no ``Bearer`` prefix). Anything else fails with

@@ -14,14 +14,14 @@ rlmesh's own runtime (``rlmesh.PyModel.run_local``), its env clients and our
 
     asyncio.run(main())
 
-Session rules (wire.md §6.2-6.4): one ``Join`` stream at a time (a second one fails with
-FAILED_PRECONDITION); requests are handled in arrival order with exactly one response each,
-echoing ``request_id``; errors travel in-band as ``EnvError`` and the stream stays open; a
-``Close`` ends every running episode as truncated (``final_episodes``) and completes the
-stream. When a stream ends without ``Close`` (the client vanished) or is ended by the server
-(idle timeout, server stop), running episodes are ended the same way and discarded, so the
-next client starts clean. The env itself stays open between sessions; closing it is the
-owner's job.
+Session rules (docs/design/wire.md#env-session, #env-requests): one ``Join`` stream at a time
+(a second one fails with FAILED_PRECONDITION); requests are handled in arrival order with
+exactly one response each, echoing ``request_id``; errors travel in-band as ``EnvError`` and
+the stream stays open; a ``Close`` ends every running episode as truncated
+(``final_episodes``) and completes the stream. When a stream ends without ``Close`` (the
+client vanished) or is ended by the server (idle timeout, server stop), running episodes are
+ended the same way and discarded, so the next client starts clean. The env itself stays open
+between sessions; closing it is the owner's job.
 
 A single reset seed for a vector env (what rlmesh's clients send for ``reset(seed=42)``) is
 expanded to ``seed, seed+1, ...``, the seeds gymnasium gives the lanes for an int seed.
@@ -92,7 +92,7 @@ class EnvServer(ServerLifecycle):
             Binding anything but loopback without a token warns (:attr:`exposure_warning`).
         token: If set, every RPC must carry it as ``authorization`` metadata.
         edition_pin: ``"b3"`` (rlmesh 0.1.0b3, default), ``"rc1"`` or a 64-hex SHA-256 that
-            clients must offer (wire.md §6.1).
+            clients must offer (docs/design/wire.md#handshake).
         allow_remote_shutdown: Whether a ``Shutdown`` RPC may stop the server.
         idle_timeout: End a session whose client sent nothing, or left a reply unread, for this
             many seconds (``None``: never), freeing the one session slot for the next client.

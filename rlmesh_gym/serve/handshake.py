@@ -1,4 +1,6 @@
-"""The rlmesh handshake: protocol constants, edition pins and both sides of the check (wire.md §6.1).
+"""The rlmesh handshake: protocol constants, edition pins and both sides of the check.
+
+The rules: docs/design/wire.md#handshake.
 
 A server evaluates a ``HandshakeRequest`` with :func:`evaluate_handshake` (the upstream rules
 and error messages); a client builds its request with :func:`handshake_request` and checks

@@ -14,7 +14,7 @@ for actions over gRPC::
 
     asyncio.run(main())
 
-Session rules (wire.md §6.5): each ``Join`` stream configures routes (``ConfigureRoute``
+Session rules (docs/design/wire.md#model-session): each ``Join`` stream configures routes (``ConfigureRoute``
 stores the route's ``EnvContract``; a model with a ``bind(contract)`` method is bound to it),
 asks for actions (``Predict``), and ends routes (``CloseRoute``) or everything (``Close``).
 A route belongs to the stream that configured it: another stream's ``ConfigureRoute``,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +34,7 @@ def _chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
 
-def encode_png(frame: object, *, level: int = 6) -> bytes:
+def encode_png(frame: Any, *, level: int = 6) -> bytes:
     """The PNG file of ``frame``; ValueError names the shape when the layout is not an image.
 
     >>> encode_png(np.zeros((2, 3, 3), np.uint8))[:8] == _SIGNATURE

@@ -18,7 +18,7 @@ batch on (``GymVectorEnv`` does: each step's observation batch is its own).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from rlmesh_gym.spaces.codec import SpaceCodec
 
@@ -61,7 +61,8 @@ class SpaceBatch:
         """The values (decoded from :attr:`data` on first use; raises ``CodecError`` if they do not)."""
         values = self._values
         if values is _UNSET:
-            values = self._values = self.codec.decode_batch(self._data, self.rows)
+            # A batch holds at least one form: without values, the bytes are there.
+            values = self._values = self.codec.decode_batch(cast(bytes, self._data), self.rows)
         return values
 
     @property

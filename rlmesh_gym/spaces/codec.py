@@ -1,4 +1,4 @@
-"""Values <-> rlmesh message bytes, in the batched form every peer uses (wire.md §2.3, codec B).
+"""Values <-> rlmesh message bytes, in the batched form every peer uses (docs/design/wire.md#message-bytes).
 
 A batch of N values of a per-lane space travels as:
 
@@ -641,7 +641,7 @@ def _native_order(array: np.ndarray) -> np.ndarray:
 
 
 def _zero_one(array: np.ndarray) -> np.ndarray:
-    """A uint8 MultiBinary batch with every non-zero byte read as 1 (wire.md §2.2)."""
+    """A uint8 MultiBinary batch with every non-zero byte read as 1 (docs/design/wire.md#leaf-bytes)."""
     if array.size and array.max() > 1:
         return (array != 0).view(np.uint8)
     return array

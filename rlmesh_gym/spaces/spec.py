@@ -1,4 +1,4 @@
-"""Gymnasium spaces <-> rlmesh ``SpaceSpec`` messages (wire.md §3).
+"""Gymnasium spaces <-> rlmesh ``SpaceSpec`` messages (docs/design/wire.md#space-spec).
 
 ``space_spec`` produces the same message as ``rlmesh==0.1.0b3`` for every space upstream
 represents faithfully; where upstream would silently lose information it raises instead

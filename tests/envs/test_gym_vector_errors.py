@@ -107,7 +107,8 @@ def test_multi_binary_action_bytes_other_than_zero_read_as_one():
     async def body():
         env = GymVectorEnv(gym.vector.SyncVectorEnv([BinaryActionEnv, BinaryActionEnv]))
         await env.reset(env_pb2.ResetRequest())
-        step = await env.step(raw_request(bytes([2, 0, 255, 1, 1, 0])))  # as wire.md §2.2 decodes them
+        # Non-zero bytes read as 1, as docs/design/wire.md#leaf-bytes decodes them.
+        step = await env.step(raw_request(bytes([2, 0, 255, 1, 1, 0])))
         assert list(step.response.rewards) == [2.0, 2.0]
         single = GymVectorEnv(BinaryActionEnv())
         await single.reset(env_pb2.ResetRequest())

@@ -133,14 +133,36 @@ def test_to_dict_and_json_round_trip():
 
 
 def test_frame_dtypes_cover_every_record_field():
-    from rlmesh_gym.evaluation._result import _FRAME_DTYPES
+    from rlmesh_gym.evaluation._result import _FLEET_DTYPES, _FRAME_DTYPES
 
-    assert list(_FRAME_DTYPES) == list(EpisodeRecord.__dataclass_fields__)
+    assert [*_FRAME_DTYPES, *_FLEET_DTYPES] == list(EpisodeRecord.__dataclass_fields__)
+
+
+def test_a_fleet_result_adds_server_columns_and_entries_and_a_single_env_result_does_not():
+    import dataclasses
+
+    from rlmesh_gym.evaluation import FleetServer
+
+    plain = _result(RECORDS)
+    assert "server" not in plain.to_pandas().columns and "servers" not in plain.to_dict()
+    assert "server" not in RECORDS[0].to_dict()
+    fleet_records = tuple(
+        dataclasses.replace(record, server="10.0.0.1:50051", server_lane=record.lane) for record in RECORDS
+    )
+    server = FleetServer("10.0.0.1:50051", 0, 2, ("server-0-lanes-2",), len(fleet_records))
+    fleet = dataclasses.replace(_result(fleet_records), servers=(server,), reassigned_episodes=1)
+    frame = fleet.to_pandas()
+    assert list(frame.server) == ["10.0.0.1:50051"] * len(RECORDS)
+    assert list(frame.server_lane) == [record.lane for record in RECORDS]
+    data = json.loads(fleet.to_json())
+    assert data["servers"] == [server.to_dict()] and data["reassigned_episodes"] == 1
+    assert data["episodes"][0]["server"] == "10.0.0.1:50051"
+    assert "server 10.0.0.1:50051" in str(fleet) and "reassigned" in str(fleet)
 
 
 def test_to_pandas_has_one_row_per_episode_with_record_columns():
     frame = _result(RECORDS).to_pandas()
-    assert list(frame.columns) == list(EpisodeRecord.__dataclass_fields__)
+    assert list(frame.columns) == list(EpisodeRecord.__dataclass_fields__)[:-2]  # no server columns
     assert frame.episode_return.tolist() == [1.0, 3.0, 5.0, 7.0]
     assert frame.groupby("lane").length.mean().to_dict() == {0: 30.0, 1: 50.0}
     assert len(_result([]).to_pandas()) == 0

@@ -1,4 +1,4 @@
-"""The committed protobuf modules match the .proto sources, and the schema matches wire.md."""
+"""The committed protobuf modules match the .proto sources and docs/design/wire.md#schema."""
 
 import subprocess
 import sys
@@ -31,7 +31,7 @@ def test_full_names_and_field_numbers_follow_the_wire_spec():
 
 
 def test_known_bytes_of_a_step_request():
-    # JoinRequest{step{action{bytes{data=02..}}}, request_id="s2"} built by hand from wire.md tags.
+    # JoinRequest{step{action{bytes{data=02..}}}, request_id="s2"} built by hand from the schema's tags.
     request = env_pb2.JoinRequest(request_id="s2")
     request.step.action.bytes.data = bytes.fromhex("0200000000000000")
     assert request.SerializeToString().hex() == "120e0a0c0a0a0a080200000000000000" + "5202" + b"s2".hex()

@@ -170,9 +170,9 @@ def test_not_a_recording(tmp_path):
 
 def test_a_newer_format_version_is_refused(tmp_path):
     path = tmp_path / "future.rec"
-    header = {"kind": "header", "format": "rlmesh-gym-recording", "version": 2, "writer": "rlmesh-gym 9.0"}
+    header = {"kind": "header", "format": "rlmesh-gym-recording", "version": 3, "writer": "rlmesh-gym 9.0"}
     path.write_bytes(msgpack.packb(header))
-    with pytest.raises(RecordingFormatError, match="version 2, newer than the version 1.*rlmesh-gym 9.0"):
+    with pytest.raises(RecordingFormatError, match="version 3, newer than the version 2.*rlmesh-gym 9.0"):
         load_recording(path)
 
 

@@ -48,6 +48,7 @@ def test_evaluate_records_every_counted_episode(autoreset, rec_path):
 
 def test_evaluate_records_frames_of_chosen_lanes(rec_path):
     options = RecordingOptions(rec_path, frame_lanes=[1], frame_stride=4, observations=False)
+    # No env_kwargs: asking for frames makes evaluate create the env with render_mode="rgb_array".
     evaluate(
         "CartPole-v1",
         "random",
@@ -57,7 +58,6 @@ def test_evaluate_records_frames_of_chosen_lanes(rec_path):
         autoreset="disabled",
         record=options,
         progress=False,
-        env_kwargs={"render_mode": "rgb_array"},
     )
     recording = load_recording(rec_path)
     for episode in recording.episodes:
@@ -135,3 +135,39 @@ def test_evaluate_refuses_bad_recording_options_before_running(rec_path, tmp_pat
         )
     with pytest.raises(OSError, match="cannot create recording file"):
         evaluate("CartPole-v1", "random", episodes=2, num_envs=2, record=tmp_path / "missing-dir" / "run.rec")
+
+
+def test_each_recorded_episode_says_whether_the_evaluation_counted_it(rec_path):
+    # Quotas (1, 2): lane 0 meets its quota first and keeps running, so it records uncounted episodes.
+    result = evaluate(
+        "CartPole-v1",
+        "random",
+        episodes=3,
+        num_envs=2,
+        seed=3,
+        autoreset="disabled",
+        record=rec_path,
+        progress=False,
+    )
+    recording = load_recording(rec_path)
+    counted_ids = {episode.episode_id for episode in recording.episodes if episode.counted}
+    assert counted_ids == {record.episode_id for record in result.episodes}
+    assert all(episode.counted is not None for episode in recording.episodes)
+    frame = recording.to_pandas()
+    assert frame["counted"].tolist() == [episode.counted for episode in recording.episodes]
+    assert set(frame.loc[frame["counted"], "episode_id"]) == counted_ids
+    assert not any(episode.counted for episode in recording.incomplete_episodes)
+
+
+def test_an_incompatible_render_mode_with_frames_is_refused(rec_path):
+    options = RecordingOptions(rec_path, frame_lanes=[0])
+    with pytest.raises(ValueError, match=r"frame_lanes=\[0\].*render_mode='human'.*leave render_mode out"):
+        evaluate("CartPole-v1", "random", episodes=1, record=options, env_kwargs={"render_mode": "human"})
+    import gymnasium as gym
+
+    env = gym.make("CartPole-v1")  # built without a render mode
+    try:
+        with pytest.raises(ValueError, match=r"env passed in has render_mode=None.*rgb_array"):
+            evaluate(env, "random", episodes=1, record=options)
+    finally:
+        env.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import msgpack
 import numpy as np
 import pytest
@@ -147,3 +148,14 @@ def test_bad_recorder_arguments(rec_path, tmp_path):
         EpisodeRecorder(None, env.contract)
     with pytest.raises(OSError, match="cannot create recording file"):
         EpisodeRecorder(tmp_path / "no-such-dir" / "run.rec", env.contract)
+
+
+def test_render_frames_renders_only_the_chosen_lanes():
+    env, lanes = make_env(gym.spaces.Box(-1, 1, (2,), np.float32), num_envs=3, render_mode="rgb_array")
+    for lane in lanes:
+        lane.reset(seed=lane.lane)
+    frames = env.render_frames(lanes=[1])
+    assert frames[0] is None and frames[2] is None and frames[1].shape == (2, 3, 3)
+    assert [lane.render_calls for lane in lanes] == [0, 1, 0]
+    with pytest.raises(ValueError, match=r"lanes \[3\] do not exist"):
+        env.render_frames(lanes=[3])

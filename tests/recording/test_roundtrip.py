@@ -141,5 +141,34 @@ def test_header_holds_env_contract_seed_and_options(rec_path):
         "frame_lanes": [],
         "frame_stride": 1,
     }
-    assert header.version == 1
+    assert header.version == 2
     assert header.lanes == (0, 1)
+
+
+def test_counted_is_stored_per_episode_and_version_1_files_still_read(rec_path, tmp_path):
+    space = SPACES["box"]
+    env, _ = make_env(space, num_envs=2, autoreset="disabled")
+    with EpisodeRecorder(
+        rec_path, env.contract, counted=lambda episode_id: episode_id.endswith("0")
+    ) as recorder:
+        run_session(env, [recorder], max_episodes=4, action_space=space)
+    recording = load_recording(rec_path)
+    assert [e.counted for e in recording.episodes] == [e.episode_id.endswith("0") for e in recording.episodes]
+    # A version-1 file (written before `counted` existed) reads with counted=None.
+    with open(rec_path, "rb") as stream:
+        records = list(msgpack.Unpacker(stream, raw=False, strict_map_key=False))
+    records[0]["version"] = 1
+    for record in records:
+        record.pop("counted", None)
+    old = tmp_path / "v1.rec"
+    old.write_bytes(b"".join(msgpack.packb(record, use_bin_type=True) for record in records))
+    old_recording = load_recording(old)
+    assert old_recording.header.version == 1
+    assert [e.episode_id for e in old_recording.episodes] == [e.episode_id for e in recording.episodes]
+    assert all(e.counted is None for e in old_recording.episodes)
+    assert old_recording.to_pandas()["counted"].isna().all()
+    # Without a `counted` callable the recorder stores nil.
+    env, _ = make_env(space, num_envs=2, autoreset="disabled")
+    with EpisodeRecorder(rec_path, env.contract) as recorder:
+        run_session(env, [recorder], max_episodes=2, action_space=space)
+    assert all(e.counted is None for e in load_recording(rec_path).episodes)

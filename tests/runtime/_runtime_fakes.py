@@ -1,4 +1,4 @@
-"""Scripted envs, models and hooks for the runtime tests (runtime.md §8 fixtures).
+"""Scripted envs, models and hooks for the runtime tests (the fixtures of upstream's driver tests).
 
 Every fake appends what happens to it to a shared ``log`` list, so a test can assert the
 exact interleaving of hook events, env/model calls and closes.

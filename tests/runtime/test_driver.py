@@ -1,4 +1,4 @@
-"""The driver against scripted envs and models: runtime.md §8.1 scenarios, event order, ids, seeds,
+"""The driver against scripted envs and models: upstream's driver test scenarios, event order, ids, seeds,
 counters, the failure path, cancellation, timeouts and this port's extensions."""
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def assert_failed_cleanly(env, model, hooks: RecordingHooks, error: BaseExceptio
     assert model.close_requests[-1].reason == str(error)
 
 
-# -- runtime.md §8.1 ---------------------------------------------------------------------------
+# -- upstream's driver tests --------------------------------------------------------------------------
 
 
 def test_driver_runs_one_episode_and_closes_terminal_route() -> None:
@@ -84,7 +84,7 @@ def test_driver_runs_one_episode_and_closes_terminal_route() -> None:
     )
     assert env.closed and model.closed
     assert len(hooks.named("action_received")) == 1 and len(hooks.named("session_ended")) == 1
-    # The exact interleaving of hooks and calls (runtime.md §1.2-1.4, §7.4).
+    # The exact interleaving of hooks and calls (docs/design/runtime.md#event-order, #normal-end-and-failure).
     assert names(log) == [
         "session_started",
         "env.reset",
@@ -316,7 +316,8 @@ def test_shutdown_enforces_service_close_timeout_on_hung_model() -> None:
 
 
 def test_next_step_vector_env_follows_the_worked_example() -> None:
-    # runtime.md §3.6: 4 lanes, episodes of 2/3/2/4 steps, NEXT_STEP, max_episodes=8.
+    # docs/design/runtime.md#route-state, the worked example: 4 lanes, episodes of 2/3/2/4 steps,
+    # NEXT_STEP, max_episodes=8.
     env, model, hooks = ScriptedVectorEnv([2, 3, 2, 4], NEXT_STEP), EchoModel(), RecordingHooks()
     report = run(RuntimeDriver(vector_spec(4, NEXT_STEP, max_episodes=8), env, model, hooks))
     assert (report.total_steps, report.total_episodes) == (8, 9)

@@ -21,7 +21,7 @@ def prepared(env, mode, num_envs, **spec) -> tuple[RuntimeDriver, RouteState, Re
     hooks = RecordingHooks()
     driver = RuntimeDriver(vector_spec(num_envs, mode, base_seed=7, **spec), env, EchoModel(), hooks)
     driver._prepare()
-    driver._timing = RuntimeTiming("env", "model", time.perf_counter_ns())
+    driver._timing = driver._run_timing = RuntimeTiming("env", "model", time.perf_counter_ns())
     return driver, RouteState.from_spec(driver.spec), hooks
 
 

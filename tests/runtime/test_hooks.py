@@ -1,4 +1,4 @@
-"""Hooks: defaults, override detection, composite fan-out and transform chaining (runtime.md §4.1)."""
+"""Hooks: defaults, overrides, composite fan-out, transform chaining (docs/design/runtime.md#hooks)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Deterministic reset seeds: the known-answer vectors of runtime.md §6.3 and input checks."""
+"""Deterministic reset seeds: known-answer vectors (docs/design/runtime.md#reset-seeds), input checks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Session spec validation (runtime.md §2.3 plus this port's extensions), limits and report."""
+"""Session spec validation with this port's extensions (docs/design/runtime.md#session-spec),
+limits and report."""
 
 from __future__ import annotations
 

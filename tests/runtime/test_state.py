@@ -1,11 +1,11 @@
-"""Route state: slots, the episode record registry, counters, request ids (runtime.md §3, §8.3/8.4)."""
+"""Route state: slots, the episode registry, counters, request ids (docs/design/runtime.md#route-state)."""
 
 from __future__ import annotations
 
 from _runtime_fakes import single_env_spec
 
 from rlmesh_gym.proto import common_pb2, model_pb2
-from rlmesh_gym.runtime.state import EpisodeRecord, EpisodeRegistry, RequestPhase, RouteState, SlotState
+from rlmesh_gym.runtime.state import EpisodeRegistry, RegisteredEpisode, RequestPhase, RouteState, SlotState
 
 
 def test_route_state_tracks_slot_episode_records() -> None:
@@ -48,7 +48,7 @@ def test_episode_record_ids_are_global_across_vector_slots() -> None:
     record_ids, started = registry.ensure_for_slots(["runtime-a", "runtime-c"], True)
     assert record_ids == ["ep-000001", "ep-000003"]
     assert started[0].episode_id == "runtime-c"
-    assert started[0].record == EpisodeRecord("ep-000003", 3, 1, True)
+    assert started[0].record == RegisteredEpisode("ep-000003", 3, 1, True)
     assert len(started) == 1
 
 
@@ -126,7 +126,7 @@ def test_longer_id_lists_register_extra_positions_like_upstream() -> None:
 def test_complete_episode_always_counts() -> None:
     state = RouteState("s", "r")
     state.start_episodes(["a"], False)
-    assert state.complete_episode("a") == EpisodeRecord("ep-000001", 1, 0, False)
+    assert state.complete_episode("a") == RegisteredEpisode("ep-000001", 1, 0, False)
     assert state.complete_episode("never-seen") is None
     assert state.complete_episode("a") is not None  # records are never deleted
     assert state.total_episodes == 3

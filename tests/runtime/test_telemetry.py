@@ -1,4 +1,7 @@
-"""Telemetry: phase timers, percentiles, reservoirs, windows and the summary (runtime.md §4.4-4.6)."""
+"""Telemetry: phase timers, percentiles, reservoirs, windows and the summary.
+
+The rules: docs/design/runtime.md#telemetry-statistics.
+"""
 
 from __future__ import annotations
 

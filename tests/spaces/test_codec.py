@@ -1,4 +1,4 @@
-"""The message-bytes codec: wire.md §8 known answers, layouts, zero-copy, and every error path."""
+"""The message-bytes codec: docs/design/wire.md#known-answers, layouts, zero-copy, and every error path."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from rlmesh_gym.spaces import CodecError, SpaceCodec, decode, decode_batch, enco
 F32 = np.float32
 NESTED = Dict({"pos": Box(-1, 1, (2,)), "inner": Tuple((Discrete(2), MultiBinary(3))), "txt": Text(5)})
 
-# wire.md §8.1 (single values, num_envs = 1) and the single-value rows of §8.2.
+# Single values (num_envs = 1) captured from b3, and single-value actions (docs/design/wire.md#known-answers).
 SINGLE_ROWS = [
     (Box(-5, 5, (2,), F32), [1.5, -2.0], "0000c03f000000c0"),
     (Box(-5, 5, (2,), F32), [0.0, 1.0], "000000000000803f"),
@@ -54,7 +54,7 @@ SINGLE_ROWS = [
         "0a3a32380a160a05696e6e6572120d2a0b0a0210010a051a030100010a110a03706f73120a0a08000000000000803f0a0b0a"
         "03747874120422026f6b",
     ),
-    # §8.2 actions (client -> server and model -> runtime); the canonical (sorted) bytes.
+    # Actions (client -> server and model -> runtime); the canonical (sorted) bytes.
     (
         Dict({"x": Discrete(4), "y": Box(-1, 1, (1,), F32)}),
         {"x": 3, "y": [0.5]},
@@ -64,7 +64,7 @@ SINGLE_ROWS = [
     (Tuple((Discrete(4), MultiBinary(2))), (2, [1, 0]), "0a0c2a0a0a0210020a041a020100"),
 ]
 
-# wire.md §8.3 batches (vector envs), values in gymnasium batch_space layout.
+# Batches of vector envs (docs/design/wire.md#batch-count), values in gymnasium batch_space layout.
 BATCH_ROWS = [
     (Discrete(10), 3, np.array([0, 1, 2]), "000000000000000001000000000000000200000000000000"),
     (Discrete(10), 3, np.array([1, 1, 6]), "010000000000000001000000000000000600000000000000"),

@@ -98,7 +98,8 @@ SINGLE_CASES = [
         ),
         Box(0, 10, (2,), np.int64),
     ),
-    # b3 clients cannot decode a shape-() Box (wire.md §9), but a b3 server sends it and we can.
+    # b3 clients cannot decode a shape-() Box (docs/design/wire.md#upstream-gaps), but a b3 server
+    # sends it and we can.
     ("box_scalar_obs", Box(0, 1, (), F32), Discrete(2)),
     ("discrete_start", Discrete(5, start=-2), Discrete(5, start=-2)),
     ("multi_binary", MultiBinary(4), MultiDiscrete([[2, 3], [4, 5]])),
@@ -117,7 +118,7 @@ SINGLE_CASES = [
     ),
 ]
 
-# SyncVectorEnv with 3 lanes (b3 mishandles Tuple vector observations, wire.md §9).
+# SyncVectorEnv with 3 lanes (b3 mishandles Tuple vector observations, docs/design/wire.md#upstream-gaps).
 VECTOR_CASES = [
     ("vec_box", Box(-1, 1, (4,), F32), Discrete(2)),
     (

@@ -1,4 +1,4 @@
-"""MetaMap conversion: wire.md §4.4 known answers, decoding rules and the errors upstream lacks."""
+"""MetaMap conversion: known answers (docs/design/wire.md#meta-value), decoding, errors upstream lacks."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from rlmesh_gym.proto import spaces_pb2
 from rlmesh_gym.spaces import MetaConversionError, from_meta_map, to_meta_map
 from rlmesh_gym.spaces.meta import from_meta_value, to_meta_value
 
-# wire.md §4.4: (key, Python value, the complete MetaMap entry b3 sent, what decoding gives back).
+# (key, Python value, the complete MetaMap entry b3 sent, what decoding gives back).
 ENTRY_ROWS = [
     ("int", 7, "0a090a03696e7412020807", 7),
     ("neg", -3, "0a120a036e6567120b08fdffffffffffffffff01", -3),

@@ -1,4 +1,4 @@
-"""space_spec / gym_space: the wire.md §3.2 known answers, our deviations, and the inverse."""
+"""space_spec / gym_space: known answers (docs/design/wire.md#space-spec), our deviations, the inverse."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from rlmesh_gym.spaces import gym_space, space_spec
 
 F32 = np.float32
 
-# wire.md §3.2: the space and the SpaceSpec bytes a live b3 handshake carried.
+# docs/design/wire.md#space-spec: the space and the SpaceSpec bytes a live b3 handshake carried.
 SPEC_ROWS = [
     ("box_uniform", lambda: Box(-1, 1, (2,), F32), "0a010210065214121209000000000000f0bf11000000000000f03f"),
     (
@@ -118,7 +118,7 @@ def test_multi_discrete_start_is_refused_unless_dropping_is_requested():
         space_spec(space)
     with pytest.raises(ValueError, match=r"obs\['m'\]\[0\]: MultiDiscrete start"):
         space_spec(Dict({"m": Tuple((space,))}), name="obs")
-    # wire.md §3.2: upstream drops the start, giving the same bytes as MultiDiscrete([3, 4]).
+    # Upstream drops the start, giving the same bytes as MultiDiscrete([3, 4]).
     dropped = space_spec(space, drop_multi_discrete_start=True)
     assert dropped.SerializeToString(deterministic=True).hex() == "0a010210046a060a040a020304"
     assert space_spec(MultiDiscrete([3, 4], start=[0, 0])) == dropped

@@ -1,0 +1,103 @@
+"""``rlmesh-gym eval`` over several env servers: ``--env-address A --env-address B`` or ``@FILE``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from collections.abc import Sequence
+
+from rlmesh_gym.cli._report import report_error
+from rlmesh_gym.cli.serve_command import TOKEN_VARIABLE
+
+__all__ = ["env_addresses", "run_fleet_eval"]
+
+
+def env_addresses(values: Sequence[str]) -> list[str]:
+    """The addresses of the ``--env-address`` values, each ``HOST:PORT`` or ``@FILE``.
+
+    A file holds one address per line; blank lines and ``#`` comments are skipped.
+    ``ValueError`` names an unreadable or empty file and an address given twice.
+    """
+    addresses: list[str] = []
+    for value in values:
+        if not value.startswith("@"):
+            addresses.append(value.strip())
+            continue
+        path = value[1:]
+        try:
+            with open(path, encoding="utf-8") as lines:
+                found = [line.split("#", 1)[0].strip() for line in lines]
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"cannot read env addresses from {path!r}: {exc}") from exc
+        found = [address for address in found if address]
+        if not found:
+            raise ValueError(f"{path!r} holds no env address (expected one HOST:PORT per line)")
+        addresses.extend(found)
+    if any(not address for address in addresses):
+        raise ValueError("--env-address must be HOST:PORT or @FILE, got an empty value")
+    twice = sorted({a for a in addresses if addresses.count(a) > 1})
+    if twice:
+        raise ValueError(
+            f"env server {twice[0]} is given twice; a server runs one session at a time "
+            "(serve more lanes with serve-env --num-envs instead)"
+        )
+    return addresses
+
+
+def run_fleet_eval(args: argparse.Namespace, addresses: list[str]) -> int:
+    """Evaluate over the env servers at ``addresses``; print the result (or the partial one)."""
+    from rlmesh_gym.evaluation import EvaluationError, PolicyMismatchError, evaluate_fleet
+    from rlmesh_gym.serve import RemoteConnectionError
+
+    if args.policy is not None and args.policy_address is not None:
+        return report_error("pass either --policy or --policy-address, not both", 2)
+    token = os.environ.get(TOKEN_VARIABLE) or None
+    try:
+        policy = args.policy
+        if policy is None and args.policy_address is None:
+            policy = _shipped_policy(addresses[0], token)
+        result = evaluate_fleet(
+            addresses,
+            policy,
+            episodes=args.episodes,
+            seed=args.seed,
+            on_server_failure=args.on_server_failure,
+            progress=not (args.no_progress or args.json),
+            record=args.record,
+            device=args.device,
+            allow_pickle=args.allow_pickle,
+            max_steps=args.max_steps,
+            token=token,
+            request_timeout=args.request_timeout,
+            policy_address=args.policy_address,
+        )
+    except KeyboardInterrupt:
+        return report_error("interrupted", 130)
+    except PolicyMismatchError as exc:  # bad input, found on the first predict
+        return report_error(str(exc), 2)
+    except EvaluationError as exc:
+        # The episodes every server counted are the user's work: show them, then the failure.
+        print(exc.partial.to_json(indent=2) if args.json else exc.partial, flush=True)
+        return report_error(str(exc), 1)
+    except (RemoteConnectionError, ConnectionError) as exc:
+        return report_error(str(exc), 1)
+    except (ValueError, TypeError, OSError, ImportError) as exc:
+        return report_error(str(exc), 2)
+    print(result.to_json(indent=2) if args.json else result)
+    return 0
+
+
+def _shipped_policy(address: str, token: str | None) -> str:
+    """The shipped policy of the env the first server serves; ``ValueError`` when there is none."""
+    from rlmesh_gym.evaluation._resolve import shipped_policy
+    from rlmesh_gym.serve import fetch_contract
+
+    contract = asyncio.run(fetch_contract(address, token=token))
+    reference = shipped_policy(contract.id)
+    if reference is None:
+        raise ValueError(
+            f"no --policy given and no shipped policy for the env {contract.id!r} served at {address}; "
+            "pass --policy PATH, --policy package.module:attr, --policy random or --policy-address HOST:PORT"
+        )
+    return reference

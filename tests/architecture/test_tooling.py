@@ -1,0 +1,52 @@
+"""The linters, the type checker and the docstring examples run with the suite and pass.
+
+``make test`` is plain pytest, so every guard rail of docs/design/layering.md#guard-rails that is
+not itself a test runs from here: ``ruff check``, ``ruff format --check`` and mypy, each
+configured in ``pyproject.toml``.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", *argv], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_ruff_check_passes():
+    result = _run("ruff", "check", "--no-cache", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format_check_passes():
+    result = _run("ruff", "format", "--check", "--no-cache", ".")
+    assert result.returncode == 0, "run `ruff format .`:\n" + result.stdout + result.stderr
+
+
+def test_mypy_passes_on_the_package():
+    result = _run("mypy")  # files and settings: [tool.mypy] in pyproject.toml
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_pytest_collects_the_docstring_examples_of_every_module():
+    config = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert re.search(r'^testpaths = \[.*"rlmesh_gym".*\]$', config, re.MULTILINE)
+    assert re.search(r'^addopts = ".*--doctest-modules.*"$', config, re.MULTILINE)
+
+
+def test_no_docstring_example_is_skipped():
+    skipped = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted((ROOT / "rlmesh_gym").rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "doctest: +SKIP" in line
+    ]
+    assert skipped == [], "an example that does not run is not checked; make it run instead"
