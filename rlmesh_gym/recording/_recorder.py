@@ -31,7 +31,7 @@ import logging
 import os
 import time
 import warnings
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,8 +84,8 @@ class _Lane:
 
 
 def _stops_on_write_error(
-    hook: Callable[[EpisodeRecorder, Any], Awaitable[None]],
-) -> Callable[[EpisodeRecorder, Any], Awaitable[None]]:
+    hook: Callable[[EpisodeRecorder, Any], Coroutine[Any, Any, None]],
+) -> Callable[[EpisodeRecorder, Any], Coroutine[Any, Any, None]]:
     """A hook that does nothing once a write failed, and turns its own failed write into that stop."""
 
     @functools.wraps(hook)

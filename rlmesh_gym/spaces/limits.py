@@ -19,6 +19,7 @@ flag) says otherwise.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 from rlmesh_gym.proto import spaces_pb2
 from rlmesh_gym.spaces._dtypes import WIRE_DTYPES
@@ -141,7 +142,7 @@ def _elements(spec: spaces_pb2.SpaceSpec, path: str) -> int:
     return count
 
 
-def _count(dims: object, field: str) -> int:
+def _count(dims: Iterable[int], field: str) -> int:
     """The product of ``dims`` (exact Python ints), refusing negatives and int64 overflow."""
     count = 1
     for i, dim in enumerate(dims):
@@ -150,6 +151,6 @@ def _count(dims: object, field: str) -> int:
         count *= int(dim)
     if count > _INT64_MAX:
         raise SpaceSpecError(
-            f"{field} {[int(d) for d in dims]}: the element count {count} overflows int64 (2**63 - 1)"
+            f"{field} {[int(dim) for dim in dims]}: the element count {count} overflows int64 (2**63 - 1)"
         )
     return count
