@@ -46,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.limit is not None and args.limit < 0:
         return report_error(f"--limit must be at least 0, got {args.limit}", 2)
+    if os.path.isdir(args.file):
+        return report_error(f"{args.file} is a directory, not a recording file", 2)
     if not os.path.isfile(args.file):
         return report_error(f"no such recording file: {args.file}", 2)
     with warnings.catch_warnings(record=True) as caught:
@@ -74,13 +76,12 @@ def run(args: argparse.Namespace) -> int:
 def _render(recording: Any, limit: int | None) -> str:
     header = recording.header
     options = header.options
-    lanes = ", ".join(map(str, header.lanes))
     frame_lanes = options.get("frame_lanes") or []
     lines = [
         f"recording   {recording.path}" + ("  (partial: cut off or damaged)" if recording.partial else ""),
         f"format      version {header.version}, written by {header.writer or 'unknown'}",
         f"env         {header.env_id or '(no id)'}",
-        f"lanes       {header.num_envs} (recorded: {lanes})",
+        f"lanes       {header.num_envs} (recorded: {header.describe_lanes()})",
         f"autoreset   {header.autoreset_mode}",
         f"base seed   {header.base_seed}",
         f"env kwargs  {_env_kwargs_text(header)}",

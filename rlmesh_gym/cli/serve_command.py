@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -34,6 +35,11 @@ from rlmesh_gym.cli._env_arguments import (
 from rlmesh_gym.cli._policy_arguments import add_policy_factory_argument, policy_from_arguments
 from rlmesh_gym.cli._report import report_error, report_warning
 from rlmesh_gym.cli._served_env import add_served_env_arguments, build_served_env
+from rlmesh_gym.spaces.limits import (
+    DEFAULT_MAX_SPACE_ELEMENTS,
+    MAX_SPACE_ELEMENTS_ENV,
+    set_max_space_elements,
+)
 
 __all__ = ["register", "run_remote_eval", "run_serve_env", "run_serve_policy"]
 
@@ -164,6 +170,14 @@ def _add_endpoint_arguments(parser: argparse.ArgumentParser, default_address: st
         metavar="MB",
         help="largest gRPC message sent or received, in MiB (default: 256, as rlmesh)",
     )
+    parser.add_argument(
+        "--max-space-elements",
+        type=int,
+        default=None,
+        metavar="N",
+        help="refuse a declared space one value of which holds more than N elements, before allocating "
+        f"anything for it (default: ${MAX_SPACE_ELEMENTS_ENV}, else {DEFAULT_MAX_SPACE_ELEMENTS})",
+    )
 
 
 def _endpoint_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -173,6 +187,10 @@ def _endpoint_options(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError(f"{flag} must be > 0 seconds, got {value}")
     if not 0.001 <= args.max_message_mb <= 2047:
         raise ValueError(f"--max-message-mb must be between 0.001 and 2047, got {args.max_message_mb}")
+    if args.max_space_elements is not None:
+        if args.max_space_elements < 1:
+            raise ValueError(f"--max-space-elements must be >= 1, got {args.max_space_elements}")
+        set_max_space_elements(args.max_space_elements)
     token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE) or None
     return {
         "address": args.address,
@@ -459,7 +477,7 @@ async def _remote_eval(args: argparse.Namespace) -> Any:
             policy: Any = model
         else:
             policy = policy_from_arguments(args) or _shipped_policy(env.contract.id)
-        return await evaluate_async(
+        result = await evaluate_async(
             env,
             policy,
             episodes=args.episodes,
@@ -472,13 +490,23 @@ async def _remote_eval(args: argparse.Namespace) -> Any:
             target_ci=args.target_ci,
             max_episodes=args.max_episodes,
         )
+    except BaseException:
+        # Ctrl+C (a cancellation) or an error is what the user must see: a close failing on the
+        # interrupted stream must not replace it.
+        with contextlib.suppress(Exception):
+            await _close_peers(model, env, owned_env)
+        raise
+    await _close_peers(model, env, owned_env)
+    return result
+
+
+async def _close_peers(model: Any, env: Any, owned_env: bool) -> None:
+    try:
+        if model is not None:
+            await model.close()
     finally:
-        try:
-            if model is not None:
-                await model.close()
-        finally:
-            if env is not None and (owned_env or not env.closed):
-                await env.close(5.0)
+        if env is not None and (owned_env or not env.closed):
+            await env.close(5.0)
 
 
 def _shipped_policy(env_id: str) -> str:

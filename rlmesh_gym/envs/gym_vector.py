@@ -33,6 +33,7 @@ from gymnasium.spaces import Discrete, MultiDiscrete, Space
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
 from rlmesh_gym.envs._infos import lane_info
+from rlmesh_gym.envs._worker_thread import DaemonThreadExecutor
 from rlmesh_gym.envs.env_ids import unknown_env_id
 from rlmesh_gym.envs.episodes import LaneEpisodes
 from rlmesh_gym.envs.one_lane import OneLaneVector, lane_zero_info
@@ -202,11 +203,7 @@ class GymVectorEnv(RuntimeEnv):
         # stepped as gymnasium lets it be.
         self._disabled_vector = vector and self._mode is AutoresetMode.DISABLED
         self._same_step = self._mode is AutoresetMode.SAME_STEP
-        self._executor = (
-            concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlmesh-gym-env")
-            if offload
-            else None
-        )
+        self._executor = DaemonThreadExecutor("rlmesh-gym-env") if offload else None
         self._step_env: Callable[[Any], tuple[Any, Any, Any, Any, Mapping[str, Any]]] = self._lanes.step
         self._steps_taken = 0
         self._has_reset = False
@@ -577,7 +574,13 @@ class GymVectorEnv(RuntimeEnv):
 
     def _close_env(self, timeout: float) -> None:
         if isinstance(self._env, AsyncVectorEnv):
-            self._env.close(timeout=timeout)
+            try:
+                self._env.close(timeout=timeout)
+            except BaseException:
+                # gymnasium's close stops at the first dead worker's broken pipe, before it has
+                # told the others to close: end every worker still running here.
+                _terminate_workers(self._env)
+                raise
         else:
             self._lanes.close()
 
@@ -814,3 +817,19 @@ def _received_bytes(actions: SpaceBatch | None) -> int:
         return actions.nbytes if actions is not None else 0
     except (CodecError, ValueError, TypeError):
         return 0
+
+
+def _terminate_workers(env: AsyncVectorEnv, grace: float = 5.0) -> None:
+    """Terminate (then kill) every worker process of ``env`` still alive, and reap them all."""
+    processes = [process for process in getattr(env, "processes", ()) if process is not None]
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(grace)
+        if process.is_alive():
+            process.kill()
+            process.join(grace)
+    for pipe in getattr(env, "parent_pipes", ()):
+        if pipe is not None:
+            pipe.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 from collections.abc import Sequence
@@ -45,7 +46,9 @@ class EvaluationError(Exception):
 
     ``partial`` is the :class:`EvalResult` of the episodes counted before the failure (with
     ``complete=False``; its timings cover the steps that ran). An env the evaluation created is
-    closed by then.
+    closed by then. Also raised when the evaluation finished but writing its recording failed
+    (a full disk): ``partial`` is then the whole result, ``__cause__`` the ``OSError`` naming
+    the file.
     """
 
     def __init__(self, message: str, partial: EvalResult) -> None:
@@ -374,7 +377,9 @@ class SessionEvaluation:
             if progress is not None:
                 progress.close()
             if recorder is not None:
-                recorder.close()
+                # A failed write is kept in recorder.write_error and raised below, with the result.
+                with contextlib.suppress(OSError):
+                    recorder.close()
             if not resolved.owned:
                 # Leave the caller's env with no episode of this session running.
                 try:
@@ -382,7 +387,14 @@ class SessionEvaluation:
                 except Exception:
                     if ran:  # otherwise the run's own error matters more
                         raise
-        return self._finish(hooks)
+        result = self._finish(hooks)
+        if recorder is not None and recorder.write_error is not None:
+            raise EvaluationError(
+                f"evaluation of {resolved.env_id} finished ({len(result.episodes)} episodes, in this "
+                f"error's .partial) but {recorder.write_error}",
+                result,
+            ) from recorder.write_error
+        return result
 
     def _finish(self, hooks: _EvaluationHooks) -> EvalResult:
         """The result of a session that ended normally, or the error that stopped it early."""

@@ -109,8 +109,6 @@ class LeafPlan:
         if self.kind == "discrete":
             self.lo_value = int(spec.discrete.start)
             self.hi_value = int(spec.discrete.start + spec.discrete.n - 1)
-            if spec.discrete.n < 1:
-                raise ValueError(f"{self.description}: n must be >= 1")
         elif self.kind == "multi_discrete":
             self.nvec = multi_discrete_nvec(spec).reshape(self.shape)
         elif self.kind == "box":

@@ -7,6 +7,7 @@ from typing import TypeAlias
 
 from rlmesh_gym.policies._spaces import describe_space, space_kind
 from rlmesh_gym.proto import env_pb2, spaces_pb2
+from rlmesh_gym.spaces.limits import check_space_spec
 
 __all__ = ["ContractOrSpaces", "PolicySpaces", "resolve_spaces"]
 
@@ -40,7 +41,8 @@ def resolve_spaces(contract_or_spaces: object, owner: str) -> PolicySpaces:
 
     Raises:
         TypeError: anything else (the message names what was given and what is accepted).
-        ValueError: a contract without both spaces, or a spec with no kind set.
+        ValueError: a contract without both spaces, a spec with no kind set, or a declared size
+            the space limits refuse (``rlmesh_gym.spaces.limits``), before anything is allocated.
     """
     if isinstance(contract_or_spaces, env_pb2.EnvContract):
         for field in ("observation_space", "action_space"):
@@ -61,6 +63,7 @@ def resolve_spaces(contract_or_spaces: object, owner: str) -> PolicySpaces:
     for role, spec in (("observation", observation), ("action", action)):
         try:
             space_kind(spec)
+            check_space_spec(spec, name=f"{role}_space")
         except ValueError as error:
             raise ValueError(f"{owner}: the {role} space is unusable: {error}") from None
     return PolicySpaces(_copy(observation), _copy(action))

@@ -71,7 +71,8 @@ def box_bounds(spec: spaces_pb2.SpaceSpec) -> tuple[np.ndarray, np.ndarray]:
 
     Float Boxes give float64 bounds (possibly infinite); integer and bool Boxes give bounds in
     their native dtype. A spec with no bounds set reads as unbounded (the dtype range for
-    integer Boxes).
+    integer Boxes). Uniform bounds are read-only broadcast views of one value: describing a
+    space never allocates in proportion to its declared shape.
     """
     shape = lane_shape(spec)
     numel = int(np.prod(shape, dtype=np.int64))
@@ -91,11 +92,10 @@ def box_bounds(spec: spaces_pb2.SpaceSpec) -> tuple[np.ndarray, np.ndarray]:
                     f"Box {arm}.{side} holds {len(raw)} bytes, expected {count * wire.itemsize} "
                     f"({count} x {native.name})"
                 )
-            values = np.frombuffer(raw, dtype=wire).astype(native)
-            sides.append(np.broadcast_to(values, shape).copy() if count == 1 else values.reshape(shape))
+            sides.append(np.frombuffer(raw, dtype=wire).astype(native))
         low, high = sides
     elif arm == "uniform":
-        low, high = np.full(shape, box.uniform.low), np.full(shape, box.uniform.high)
+        low, high = np.array([box.uniform.low]), np.array([box.uniform.high])
     elif arm == "elementwise":
         low = np.array(box.elementwise.low, dtype=np.float64)
         high = np.array(box.elementwise.high, dtype=np.float64)
@@ -104,15 +104,16 @@ def box_bounds(spec: spaces_pb2.SpaceSpec) -> tuple[np.ndarray, np.ndarray]:
                 f"Box elementwise bounds hold {low.size} low and {high.size} high values, "
                 f"expected numel(shape) = {numel}"
             )
-        low, high = low.reshape(shape), high.reshape(shape)
     else:
-        low, high = np.full(shape, -np.inf), np.full(shape, np.inf)
+        low, high = np.array([-np.inf]), np.array([np.inf])
     if integral and low.dtype.kind == "f":
         # Double bounds on an integer Box (unusual, but legal): clamp to the dtype's range.
         limits = (0, 1) if native.kind == "b" else (np.iinfo(native).min, np.iinfo(native).max)
         low = np.clip(low, *limits).astype(native)
         high = np.clip(high, *limits).astype(native)
-    return low, high
+    if low.size == 1 and numel != 1:
+        return np.broadcast_to(low[0], shape), np.broadcast_to(high[0], shape)
+    return low.reshape(shape), high.reshape(shape)
 
 
 def _dtype_name(code: int) -> str:
@@ -123,7 +124,8 @@ def _dtype_name(code: int) -> str:
 
 
 def _bound_text(values: np.ndarray) -> str:
-    flat = values.reshape(-1)
+    # A broadcast view (all strides 0) is one value: never expand it to the declared shape.
+    flat = values.reshape(-1) if any(values.strides) else np.asarray(values.flat[0:1])
     if flat.size and np.all(flat == flat[0]):
         first = flat[0]
         return str(first.item()) if values.dtype.kind != "f" else repr(float(first))

@@ -35,12 +35,22 @@ def _forms() -> str:
     )
 
 
+# torch.save's legacy (non-zip) format starts by pickling this magic number (a 10-byte LONG1).
+_LEGACY_MAGIC = b"\x8a\nl\xfc\x9cF\xf9 j\xa8P\x19"
+
+
 def _has_record(path: Path, record: str) -> bool:
     """Whether ``path`` is a zip archive (torch's file format) holding ``record`` at its top folder."""
     if not zipfile.is_zipfile(path):
         return False
     with zipfile.ZipFile(path) as archive:
         return any(name == record or name.endswith(f"/{record}") for name in archive.namelist())
+
+
+def _is_legacy_torch_save(path: Path) -> bool:
+    """Whether ``path`` was written by ``torch.save(..., _use_new_zipfile_serialization=False)``."""
+    with open(path, "rb") as stream:
+        return _LEGACY_MAGIC in stream.read(32)
 
 
 def _is_torchscript(path: Path) -> bool:
@@ -136,10 +146,11 @@ def load_policy_file(
     try:
         loaded = torch.load(file, map_location=device, weights_only=True)
     except pickle.UnpicklingError as error:
-        if not _has_record(file, "data.pkl"):
+        if not (_has_record(file, "data.pkl") or _is_legacy_torch_save(file)):
             # Not a torch.save archive at all; torch's own text would suggest weights_only=False.
             raise ValueError(f"TorchPolicy.load: {file} could not be read as {_forms()}") from error
-        # A torch.save archive that weights_only refused: it pickles objects (e.g. a whole module).
+        # A torch.save file (zip or legacy) that weights_only refused: it pickles objects (e.g. a
+        # whole module).
         if factory is not None:
             raise ValueError(
                 f"TorchPolicy.load: {file} holds a pickled Python object, not a state_dict for "

@@ -43,18 +43,10 @@ class _Sampler:
                 below, above = np.isfinite(self.low), np.isfinite(self.high)
                 self.parts = (below & above, below & ~above, ~below & above, ~below & ~above)
         elif self.kind == "multi_discrete":
+            # The codec has checked the declared sizes (nvec >= 1, Discrete n >= 1, Text lengths).
             self.nvec = multi_discrete_nvec(spec).reshape(codec.shape)
-            if np.any(self.nvec < 1):
-                raise ValueError(f"{codec.name}: MultiDiscrete nvec {self.nvec.tolist()} has an entry < 1")
-        elif self.kind == "discrete":
-            if spec.discrete.n < 1:
-                raise ValueError(f"{codec.name}: Discrete n must be >= 1, got {spec.discrete.n}")
         elif self.kind == "text":
             text = spec.text
-            if text.min_length < 0 or text.min_length > text.max_length:
-                raise ValueError(
-                    f"{codec.name}: Text lengths [{text.min_length}, {text.max_length}] hold no string"
-                )
             self.chars = tuple(text.charset) if text.charset else _ALPHANUMERIC
             self.length = (int(text.min_length), int(text.max_length))
 

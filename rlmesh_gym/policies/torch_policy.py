@@ -3,6 +3,7 @@ tensors) as a ``RuntimeModel``."""
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -108,6 +109,26 @@ def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
     if tensor.dtype == torch.bfloat16:
         tensor = tensor.float()
     return tensor.numpy()
+
+
+def _logits_problem(raw: torch.Tensor, logits: torch.Tensor) -> str | None:
+    """Why no action follows from logits (NaN, +inf, or only -inf for one choice), or ``None``.
+
+    ``raw`` is the policy's tensor (positions are reported in it), ``logits`` the same values
+    padded to ``(..., n)``. The same refusal for argmax and sampling: argmax would silently pick
+    index 0 for NaN.
+    """
+    # One reduction on the hot path: the sum is finite iff every entry is (or, rarely, it
+    # overflowed, which the full checks below then clear).
+    if math.isfinite(raw.sum().item()):
+        return None
+    for found, what in ((torch.isnan(raw), "NaN"), (torch.isposinf(raw), "+inf")):
+        if bool(found.any()):
+            return f"its logits hold {what} at {torch.nonzero(found)[0].tolist()}"
+    dead = torch.isneginf(logits).all(-1)
+    if bool(dead.any()):
+        return f"its logits are all -inf at {torch.nonzero(dead)[0].tolist()}: no action has any probability"
+    return None  # -inf entries mask actions out; the rest is finite
 
 
 def _sample_categorical(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -272,13 +293,13 @@ class _ActionResolver:
         if tensor.is_floating_point():
             logits = self._as_logits(tensor, rows)
             if logits is not None:
+                problem = _logits_problem(tensor, logits)
+                if problem is not None:
+                    raise ActionMismatch(path, output, self.expected(rows), problem)
                 if self.deterministic or from_distribution:
                     indices = logits.argmax(-1)
                 else:
-                    try:
-                        indices = _sample_categorical(torch.softmax(logits.float(), -1), generator())
-                    except RuntimeError as error:  # NaN or inf logits
-                        raise ActionMismatch(path, output, self.expected(rows), str(error)) from error
+                    indices = _sample_categorical(torch.softmax(logits.float(), -1), generator())
                 if self.start:
                     indices = indices + self.start
                 return _to_numpy(indices)

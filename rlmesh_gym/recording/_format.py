@@ -16,6 +16,7 @@ import numpy as np
 __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
+    "MAX_LANES",
     "NDARRAY_EXT",
     "RecordingFormatError",
     "new_packer",
@@ -27,6 +28,9 @@ FORMAT_NAME = "rlmesh-gym-recording"
 # 2: ``episode`` records carry ``counted`` (whether the evaluation counted the episode).
 FORMAT_VERSION = 2
 NDARRAY_EXT = 1
+# The most lanes (num_envs) a recording may have: a header declaring more is refused on read, so
+# that a few bytes cannot make a reader build per-lane structures for 10**8 lanes.
+MAX_LANES = 65536
 
 # Numpy dtype kinds a recording may hold: bool, ints, floats, complex, fixed-width str/bytes.
 _ALLOWED_KINDS = frozenset("biufcUS")

@@ -14,9 +14,16 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from rlmesh_gym.proto import env_pb2, spaces_pb2
-from rlmesh_gym.recording._format import FORMAT_NAME, FORMAT_VERSION, RecordingFormatError, read_records
+from rlmesh_gym.recording._format import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    MAX_LANES,
+    RecordingFormatError,
+    read_records,
+)
 from rlmesh_gym.recording._lanes import concat_values, tuples_from_lists
 from rlmesh_gym.records import EpisodeRecord
+from rlmesh_gym.spaces.limits import check_space_spec
 from rlmesh_gym.spaces.meta import from_meta_map
 
 if TYPE_CHECKING:
@@ -28,6 +35,8 @@ __all__ = ["RecordedEpisode", "Recording", "RecordingHeader", "RecordingWarning"
 _MAX_FLAT_COLUMNS = 16
 _HTML_ROWS = 20
 _RECORD_FIELDS = frozenset(EpisodeRecord.__dataclass_fields__)
+_SHOWN_LANES = 16
+_INT64_MAX = 2**63 - 1
 
 
 class RecordingWarning(UserWarning):
@@ -66,6 +75,14 @@ class RecordingHeader:
         """The recorded lanes."""
         lanes = self.options.get("lanes")
         return tuple(range(self.num_envs)) if lanes is None else tuple(lanes)
+
+    def describe_lanes(self) -> str:
+        """The recorded lanes in a few words: ``all 8``, ``0, 2, 5`` or the first 16 then ``...``."""
+        lanes = self.options.get("lanes")
+        if lanes is None:
+            return f"all {self.num_envs}"
+        shown = ", ".join(map(str, lanes[:_SHOWN_LANES]))
+        return shown if len(lanes) <= _SHOWN_LANES else f"{shown}, ... ({len(lanes)} lanes)"
 
     @property
     def render_fps(self) -> float | None:
@@ -327,7 +344,7 @@ class Recording:
         facts = [
             ("file", self.path + (" (partial: cut off or damaged)" if self.partial else "")),
             ("env", header.env_id or "(no id)"),
-            ("lanes", f"{header.num_envs} (recorded: {', '.join(map(str, header.lanes))})"),
+            ("lanes", f"{header.num_envs} (recorded: {header.describe_lanes()})"),
             ("autoreset", header.autoreset_mode),
             ("base seed", header.base_seed),
             ("episodes", f"{stats['episodes']} complete, {stats['incomplete']} incomplete"),
@@ -444,39 +461,76 @@ def _parse_header(record: dict[str, Any], filename: str) -> RecordingHeader:
             "upgrade rlmesh-gym"
         )
     try:
-        options = record.get("options") or {}
-        if not isinstance(options, dict):
-            raise TypeError(f"options must be a map, got {type(options).__name__}")
-        lanes = options.get("lanes")
-        if lanes is not None and not (isinstance(lanes, list) and all(_is_int(lane) for lane in lanes)):
-            raise TypeError(f"options['lanes'] must be a list of ints or nil, got {lanes!r}")
-        base_seed = record.get("base_seed")
-        if base_seed is not None and not _is_int(base_seed):
-            raise TypeError(f"base_seed must be an int or nil, got {base_seed!r}")
-        env_kwargs = record.get("env_kwargs")
-        if env_kwargs is not None and not (
-            isinstance(env_kwargs, dict) and all(isinstance(key, str) for key in env_kwargs)
-        ):
-            raise TypeError(f"env_kwargs must be a map of str keys or nil, got {env_kwargs!r}")
-        note = record.get("env_kwargs_note")
-        if note is not None and not isinstance(note, str):
-            raise TypeError(f"env_kwargs_note must be a string or nil, got {note!r}")
-        contract = env_pb2.EnvContract.FromString(record["contract"])
-        return RecordingHeader(
-            version=version,
-            writer=str(record.get("writer", "")),
-            created_ns=int(record.get("created_ns", 0)),
-            env_id=str(record["env_id"]),
-            contract=contract,
-            num_envs=int(record["num_envs"]),
-            autoreset_mode=str(record["autoreset_mode"]),
-            base_seed=base_seed,
-            options=dict(options),
-            env_kwargs=env_kwargs,
-            env_kwargs_note=note,
+        return _header_fields(record, version)
+    except (KeyError, TypeError, ValueError, OverflowError, DecodeError) as exc:
+        raise RecordingFormatError(
+            f"{filename!r} has a malformed recording header: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _header_fields(record: dict[str, Any], version: int) -> RecordingHeader:
+    """The header's fields, each checked for its type and its bounds (never trusted for a size)."""
+    num_envs = record["num_envs"]
+    if not _is_int(num_envs) or not 1 <= num_envs <= MAX_LANES:
+        raise ValueError(f"num_envs must be an int in [1, {MAX_LANES}], got {num_envs!r}")
+    created_ns = record.get("created_ns", 0)
+    if not _is_int(created_ns) or not 0 <= created_ns <= _INT64_MAX:
+        raise ValueError(f"created_ns must be an int in [0, 2**63 - 1] (ns since 1970), got {created_ns!r}")
+    options = record.get("options") or {}
+    if not isinstance(options, dict):
+        raise TypeError(f"options must be a map, got {type(options).__name__}")
+    for name in ("lanes", "frame_lanes"):
+        _check_lane_list(options.get(name), name, num_envs)
+    base_seed = record.get("base_seed")
+    if base_seed is not None and (not _is_int(base_seed) or not -(2**63) <= base_seed < 2**64):
+        raise ValueError(f"base_seed must be a 64-bit int or nil, got {base_seed!r}")
+    env_kwargs = record.get("env_kwargs")
+    if env_kwargs is not None and not (
+        isinstance(env_kwargs, dict) and all(isinstance(key, str) for key in env_kwargs)
+    ):
+        raise TypeError(f"env_kwargs must be a map of str keys or nil, got {env_kwargs!r}")
+    note = record.get("env_kwargs_note")
+    if note is not None and not isinstance(note, str):
+        raise TypeError(f"env_kwargs_note must be a string or nil, got {note!r}")
+    for name in ("env_id", "autoreset_mode"):
+        if not isinstance(record[name], str):
+            raise TypeError(f"{name} must be a string, got {record[name]!r}")
+    writer = record.get("writer", "")
+    if not isinstance(writer, str):
+        raise TypeError(f"writer must be a string, got {writer!r}")
+    contract = record["contract"]
+    if not isinstance(contract, bytes):
+        raise TypeError(f"contract must be EnvContract bytes, got {type(contract).__name__}")
+    contract = env_pb2.EnvContract.FromString(contract)
+    if contract.num_envs != num_envs:
+        raise ValueError(f"num_envs {num_envs} disagrees with its contract's num_envs {contract.num_envs}")
+    check_space_spec(contract.observation_space, name="contract.observation_space")
+    check_space_spec(contract.action_space, name="contract.action_space")
+    return RecordingHeader(
+        version=version,
+        writer=writer,
+        created_ns=created_ns,
+        env_id=record["env_id"],
+        contract=contract,
+        num_envs=num_envs,
+        autoreset_mode=record["autoreset_mode"],
+        base_seed=base_seed,
+        options=dict(options),
+        env_kwargs=env_kwargs,
+        env_kwargs_note=note,
+    )
+
+
+def _check_lane_list(lanes: Any, name: str, num_envs: int) -> None:
+    """``options[name]``: nil or a list of distinct lane indices in ``[0, num_envs)``."""
+    if lanes is None:
+        return
+    if not isinstance(lanes, list) or not all(_is_int(lane) and 0 <= lane < num_envs for lane in lanes):
+        raise ValueError(
+            f"options[{name!r}] must be nil or a list of lane indices in [0, {num_envs}), got {lanes!r:.200}"
         )
-    except (KeyError, TypeError, ValueError, DecodeError) as exc:
-        raise RecordingFormatError(f"{filename!r} has a malformed recording header: {exc!r}") from exc
+    if len(set(lanes)) != len(lanes):
+        raise ValueError(f"options[{name!r}] lists a lane twice: {lanes!r:.200}")
 
 
 class _MalformedRecord(Exception):

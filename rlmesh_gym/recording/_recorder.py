@@ -25,10 +25,13 @@ that step's reward and flags. Consequences per mode:
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import logging
 import os
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +39,7 @@ import numpy as np
 
 from rlmesh_gym import __version__
 from rlmesh_gym.proto import env_pb2
-from rlmesh_gym.recording._format import FORMAT_NAME, FORMAT_VERSION, new_packer
+from rlmesh_gym.recording._format import FORMAT_NAME, FORMAT_VERSION, MAX_LANES, new_packer
 from rlmesh_gym.recording._lanes import LaneValues
 from rlmesh_gym.recording._options import RecordingOptions
 from rlmesh_gym.records import EpisodeRecord
@@ -52,6 +55,8 @@ from rlmesh_gym.runtime.events import (
 )
 
 __all__ = ["AUTORESET_NAMES", "EpisodeRecorder"]
+
+_log = logging.getLogger("rlmesh_gym.recording")
 
 AUTORESET_NAMES = {
     env_pb2.AUTORESET_MODE_UNSPECIFIED: "unspecified",
@@ -76,6 +81,23 @@ class _Lane:
     chunk: int = 0
     frames: list[np.ndarray] = field(default_factory=list)
     frame_steps: list[int] = field(default_factory=list)
+
+
+def _stops_on_write_error(
+    hook: Callable[[EpisodeRecorder, Any], Coroutine[Any, Any, None]],
+) -> Callable[[EpisodeRecorder, Any], Coroutine[Any, Any, None]]:
+    """A hook that does nothing once a write failed, and turns its own failed write into that stop."""
+
+    @functools.wraps(hook)
+    async def guarded(self: EpisodeRecorder, event: Any) -> None:
+        if self.write_error is not None:
+            return
+        try:
+            await hook(self, event)
+        except OSError as error:
+            self._stop(error)
+
+    return guarded
 
 
 class EpisodeRecorder(RuntimeHooks):
@@ -136,8 +158,11 @@ class EpisodeRecorder(RuntimeHooks):
                 f"EpisodeRecorder: contract must be an EnvContract, got {type(contract).__name__}"
             )
         num_envs = int(contract.num_envs)
-        if num_envs < 1:
-            raise ValueError(f"EpisodeRecorder: contract.num_envs must be at least 1, got {num_envs}")
+        if not 1 <= num_envs <= MAX_LANES:
+            raise ValueError(
+                f"EpisodeRecorder: contract.num_envs must be in [1, {MAX_LANES}] (the most lanes a "
+                f"recording holds), got {num_envs}"
+            )
         lanes = tuple(range(num_envs)) if options.lanes is None else options.lanes
         bad = [lane for lane in (*lanes, *options.frame_lanes) if lane >= num_envs]
         if bad:
@@ -176,6 +201,9 @@ class EpisodeRecorder(RuntimeHooks):
         except OSError as exc:
             raise OSError(exc.errno, f"cannot create recording file {self.path!r}: {exc.strerror}") from exc
         self._closed = False
+        self.write_error: OSError | None = None
+        """Why recording stopped early (a write failed), or ``None``."""
+        self._write_error_raised = False
         self._reset_session_state()
         self._write(
             {
@@ -214,6 +242,7 @@ class EpisodeRecorder(RuntimeHooks):
 
     # -- hooks (hot path first) ---------------------------------------------------------------
 
+    @_stops_on_write_error
     async def observation_emitted(self, event: ObservationEmittedEvent) -> None:
         self._obs = event.observation
         ids = tuple(event.episode_ids)
@@ -225,6 +254,7 @@ class EpisodeRecorder(RuntimeHooks):
     async def action_received(self, event: ActionReceivedEvent) -> None:
         self._action = event.action
 
+    @_stops_on_write_error
     async def step_completed(self, event: StepCompletedEvent) -> None:
         result = getattr(event, "result", None)
         if result is not None:  # the array form: no StepResponse is built for two masks
@@ -249,6 +279,7 @@ class EpisodeRecorder(RuntimeHooks):
         if len(self._steps) >= _MAX_BUFFERED_STEPS:
             self._write_chunks()
 
+    @_stops_on_write_error
     async def episode_completed(self, event: EpisodeCompletedEvent) -> None:
         lane = event.env_index
         if lane not in self._lanes:
@@ -277,6 +308,7 @@ class EpisodeRecorder(RuntimeHooks):
         )
         self._file.flush()
 
+    @_stops_on_write_error
     async def session_started(self, event: SessionStartedEvent) -> None:
         self._reset_session_state()
         route = getattr(event, "route", None)
@@ -290,24 +322,50 @@ class EpisodeRecorder(RuntimeHooks):
         )
         self._file.flush()
 
+    @_stops_on_write_error
     async def session_ended(self, event: SessionEndedEvent) -> None:
         self._finish_session(
             "ended", event.reason, total_steps=event.total_steps, total_episodes=event.total_episodes
         )
 
+    @_stops_on_write_error
     async def session_failed(self, event: SessionFailedEvent) -> None:
         self._finish_session("failed", event.reason)
 
     def close(self) -> None:
-        """Write whatever is still buffered, flush and close the file (safe to call twice)."""
-        if self._closed:
-            return
-        try:
-            if not self._ended:
-                self._finish_session("closed", "recorder closed before the session ended")
-        finally:
-            self._closed = True
-            self._file.close()
+        """Write whatever is still buffered, flush and close the file (safe to call twice).
+
+        Raises:
+            OSError: a write failed, now or during the session (:attr:`write_error`), raised by
+                the first ``close`` only; the file holds the records written before it.
+        """
+        if not self._closed:
+            try:
+                if not self._ended:
+                    self._finish_session("closed", "recorder closed before the session ended")
+                self._closed = True
+                self._file.close()
+            except OSError as error:
+                self._stop(error)
+            finally:
+                self._closed = True
+        if self.write_error is not None and not self._write_error_raised:
+            self._write_error_raised = True
+            raise self.write_error
+
+    def _stop(self, error: OSError) -> None:
+        """Stop recording after a failed write (a full disk, a file size limit): keep the error
+        naming the file, close the file, and say so once."""
+        self.write_error = OSError(
+            error.errno,
+            f"writing recording file {self.path!r} failed ({error.strerror or error}); recording "
+            "stopped, the file keeps the records written before the failure",
+        )
+        self.write_error.__cause__ = error
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._file.close()  # its flush fails again, but the descriptor is closed
+        _log.warning("%s", self.write_error)
 
     def __enter__(self) -> EpisodeRecorder:
         return self

@@ -24,9 +24,11 @@ adds or decides where upstream is silent:
 * **Operations** (``env.reset``, ``env.step``, ``model.predict``) start eagerly in the
   driver's task and are raced against their limit and the cancellation token only if they
   suspend (:mod:`rlmesh_gym.runtime._guard`). Cancellation wins a tie with completion; a
-  completed operation wins a tie with its deadline. A timed-out or cancelled operation is
-  cancelled and abandoned, never waited for. A cancellation of the driver's task is raised
-  inside a suspended operation as with a plain ``await`` (its own ``asyncio.timeout`` works).
+  completed operation wins a tie with its deadline. An operation that finished without
+  suspending but took longer than its (positive) limit is refused as that timeout. A
+  timed-out or cancelled operation is cancelled and abandoned, never waited for. A
+  cancellation of the driver's task is raised inside a suspended operation as with a plain
+  ``await`` (its own ``asyncio.timeout`` works).
 * **Exceptions** an env or model raises that are not
   :class:`~rlmesh_gym.runtime.errors.RuntimeDriverError` are wrapped as
   :class:`~rlmesh_gym.runtime.errors.EnvRpcError` (operation ``reset``/``step``, the step of
@@ -398,13 +400,17 @@ class RuntimeDriver:
         """Ask the model for the next actions (after the action hooks): the actions and the model time."""
         step = state.step
         started_ns = perf_counter_ns()
+        timeout = self.spec.limits.model_predict_timeout
         prediction = self._begin(
-            self._model_port.predict_arrays, (observation, context), "model.predict", step
+            self._model_port.predict_arrays,
+            (observation, context),
+            "model.predict",
+            step,
+            started_ns,
+            timeout,
         )
         if type(prediction) is _Suspended:
-            prediction = await self._finish(
-                prediction, started_ns, self.spec.limits.model_predict_timeout, "model.predict", step
-            )
+            prediction = await self._finish(prediction, started_ns, timeout, "model.predict", step)
         if type(prediction) is not ModelActionBatch and not isinstance(prediction, ModelActionBatch):
             raise ProtocolError(
                 f"model.predict_arrays returned {type(prediction).__name__}; expected ModelActionBatch"
@@ -423,11 +429,12 @@ class RuntimeDriver:
         """Step the env with ``actions``, record the step and fire ``step_completed``."""
         action_step = state.step + 1
         started_ns = perf_counter_ns()
-        stepped = self._begin(self._env_port.step_arrays, (actions,), "env.step", action_step)
+        timeout = self.spec.limits.env_step_timeout
+        stepped = self._begin(
+            self._env_port.step_arrays, (actions,), "env.step", action_step, started_ns, timeout
+        )
         if type(stepped) is _Suspended:
-            stepped = await self._finish(
-                stepped, started_ns, self.spec.limits.env_step_timeout, "env.step", action_step
-            )
+            stepped = await self._finish(stepped, started_ns, timeout, "env.step", action_step)
         env_ns = perf_counter_ns() - started_ns
         if type(stepped) is not EnvStepBatch and not isinstance(stepped, EnvStepBatch):
             raise ProtocolError(f"env.step_arrays returned {type(stepped).__name__}; expected EnvStepBatch")
@@ -496,11 +503,12 @@ class RuntimeDriver:
     ) -> EnvResetBatch:
         """One guarded ``env.reset`` (every lane for empty ``env_indices``), timed."""
         started_ns = perf_counter_ns()
-        reset = self._begin(self._env_port.reset_arrays, (env_indices, seeds), "env.reset", step)
+        timeout = self.spec.limits.env_reset_timeout
+        reset = self._begin(
+            self._env_port.reset_arrays, (env_indices, seeds), "env.reset", step, started_ns, timeout
+        )
         if type(reset) is _Suspended:
-            reset = await self._finish(
-                reset, started_ns, self.spec.limits.env_reset_timeout, "env.reset", step
-            )
+            reset = await self._finish(reset, started_ns, timeout, "env.reset", step)
         if type(reset) is not EnvResetBatch and not isinstance(reset, EnvResetBatch):
             raise ProtocolError(f"env.reset_arrays returned {type(reset).__name__}; expected EnvResetBatch")
         self._run_timing.reset.record(perf_counter_ns() - started_ns)
@@ -510,11 +518,22 @@ class RuntimeDriver:
 
     # -- guarded operations -------------------------------------------------------------------
 
-    def _begin(self, function: Callable[..., Any], args: tuple[Any, ...], operation: str, step: int) -> Any:
+    def _begin(
+        self,
+        function: Callable[..., Any],
+        args: tuple[Any, ...],
+        operation: str,
+        step: int,
+        started_ns: int,
+        timeout: float,
+    ) -> Any:
         """Start ``function(*args)`` in this task: its result if it did not suspend, else ``_Suspended``.
 
         A plain method rather than a coroutine: an in-process env or model never suspends, and
-        this is called twice per step.
+        this is called twice per step. A call that finished without suspending (an inline call:
+        nothing could interrupt it) but took longer than a positive ``timeout`` is refused as that
+        timeout, the error a suspended call gets when its deadline passes. A zero limit keeps
+        upstream's meaning, "never wait": a call that did not suspend passes.
         """
         token = self._token
         try:
@@ -527,6 +546,8 @@ class RuntimeDriver:
             except StopIteration as stop:
                 if token is not None and token.cancelled:
                     raise RouteCancelledError(self._route_id, step, self._cancellation_reason) from None
+                if timeout and perf_counter_ns() - started_ns > timeout * 1e9:
+                    raise self._timed_out(operation, step, timeout) from None
                 return stop.value
             return _Suspended(running, yielded)
         except RuntimeDriverError:
@@ -551,8 +572,7 @@ class RuntimeDriver:
                 return result
             if outcome == _guard.CANCELLED:
                 raise RouteCancelledError(self._route_id, step, self._cancellation_reason)
-            component = self._model_component_id if operation == "model.predict" else self._env_component_id
-            raise OperationTimeoutError(self._route_id, component, operation, step, timeout)
+            raise self._timed_out(operation, step, timeout)
         except RuntimeDriverError:
             raise
         except _guard.OperationCancelled as own:
@@ -560,6 +580,10 @@ class RuntimeDriver:
         except Exception as error:
             raise self._wrap(operation, step, error) from error
         # A CancelledError out of drive() is the task's own cancellation: it propagates.
+
+    def _timed_out(self, operation: str, step: int, timeout: float) -> OperationTimeoutError:
+        component = self._model_component_id if operation == "model.predict" else self._env_component_id
+        return OperationTimeoutError(self._route_id, component, operation, step, timeout)
 
     def _done_lanes(self, state: RouteState, completed: Sequence[CompletedEpisode]) -> list[int]:
         """The lanes to reset under DISABLED: sorted, deduplicated ``env_index`` of the completed

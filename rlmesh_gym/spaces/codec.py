@@ -36,6 +36,7 @@ import numpy as np
 
 from rlmesh_gym.proto import spaces_pb2
 from rlmesh_gym.spaces._dtypes import WIRE_DTYPES, dtype_label
+from rlmesh_gym.spaces.limits import SpaceSpecError, check_space_spec
 
 __all__ = ["CodecError", "SpaceCodec", "decode", "decode_batch", "encode", "encode_batch"]
 
@@ -114,6 +115,10 @@ class SpaceCodec:
                 f"{name}: the SpaceSpec has no kind set (expected box, discrete, multi_binary, "
                 "multi_discrete, text, dict or tuple)"
             )
+        try:
+            check_space_spec(spec, name=name)
+        except SpaceSpecError as error:
+            raise CodecError(str(error)) from None
         self.kind: str = kind
         self._arm = _NODE_ARM[kind]
         self._raw = kind in _RAW_KINDS

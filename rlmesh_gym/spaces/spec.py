@@ -14,6 +14,7 @@ from gymnasium.spaces.text import alphanumeric
 from rlmesh_gym.proto import spaces_pb2
 from rlmesh_gym.spaces._dtypes import DTYPE_BY_NAME, SUPPORTED_DTYPE_NAMES, WIRE_DTYPES, dtype_label
 from rlmesh_gym.spaces.codec import CodecError, SpaceCodec
+from rlmesh_gym.spaces.limits import check_space_spec
 from rlmesh_gym.spaces.registry import SpaceConverter, converter_for
 
 __all__ = ["gym_space", "space_spec"]
@@ -237,10 +238,15 @@ def gym_space(spec: spaces_pb2.SpaceSpec, *, name: str = "spec") -> gym.Space:
     A Text charset of ``""`` (unrestricted) becomes gymnasium's default alphanumeric charset,
     since gymnasium has no unrestricted Text; a MultiDiscrete comes back with start 0.
 
+    Every declared size is checked before numpy sees it (``rlmesh_gym.spaces.limits``).
+
     Raises:
+        SpaceSpecError: a negative dimension, a zero or negative count the kind forbids, an
+            element count or byte length past int64, or more elements than the element limit.
         ValueError: the spec has no kind, an unknown dtype, a bfloat16 Box (numpy has no
             bfloat16), or fields that disagree (e.g. elementwise bounds of the wrong length).
     """
+    check_space_spec(spec, name=name)
     return _space(spec, name)
 
 

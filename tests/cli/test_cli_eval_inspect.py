@@ -101,6 +101,27 @@ def test_eval_loads_saved_policy_files(capsys, tmp_path):
     assert code == 0, err
 
 
+def test_eval_loads_a_legacy_format_pickled_module_only_with_allow_pickle(capsys, tmp_path):
+    legacy = tmp_path / "cartpole-legacy.pt"
+    torch.save(load_pretrained("cartpole"), legacy, _use_new_zipfile_serialization=False)
+    code, out, err = run_cli(capsys, "eval", "--policy", str(legacy), "--episodes", "1", "--num-envs", "1")
+    assert code == 2 and "--allow-pickle (rlmesh-gym CLI)" in err and "Traceback" not in err
+    code, out, err = run_cli(
+        capsys,
+        "eval",
+        "--policy",
+        str(legacy),
+        "--allow-pickle",
+        "--episodes",
+        "1",
+        "--num-envs",
+        "1",
+        "--json",
+    )
+    assert code == 0, err
+    assert json.loads(out)["summary"]["mean_return"] >= 475
+
+
 def test_eval_module_attr_policy(capsys, tmp_path, monkeypatch):
     (tmp_path / "my_cli_policy.py").write_text(
         "import numpy as np\ndef act(obs):\n    return (obs[:, 2] > 0).astype(np.int64)\n"

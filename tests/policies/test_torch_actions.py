@@ -175,6 +175,29 @@ def test_multi_binary_values_other_than_0_and_1_are_refused() -> None:
     assert "value 2 is neither 0 nor 1" in message
 
 
+@pytest.mark.parametrize("deterministic", [True, False])
+@pytest.mark.parametrize(
+    ("space", "logits", "problem"),
+    [
+        (gym.spaces.Discrete(3), [[0.0, float("nan"), 1.0]] * ROWS, "its logits hold NaN at [0, 1]"),
+        (gym.spaces.Discrete(3), [[0.0, 1.0, 2.0], [0.0, float("inf"), 1.0], [0.0] * 3], "+inf at [1, 1]"),
+        (gym.spaces.Discrete(3), [[0.0] * 3, [float("-inf")] * 3, [0.0] * 3], "all -inf at [1]"),
+        (gym.spaces.MultiDiscrete([2, 3]), [[0.0, 1.0, float("nan"), 0.0, 0.0]] * ROWS, "NaN at [0, 2]"),
+    ],
+)
+def test_nan_and_infinite_logits_are_refused_whether_sampled_or_argmaxed(
+    space, logits, problem, deterministic
+) -> None:
+    message = error_text(torch.tensor(logits), space, deterministic=deterministic, seed=1)
+    assert problem in message and "or logits of shape" in message, message
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_minus_inf_logits_mask_actions_out(deterministic) -> None:
+    logits = torch.tensor([[float("-inf"), float("-inf"), 0.0]] * ROWS)
+    assert act(logits, gym.spaces.Discrete(3), deterministic=deterministic, seed=1).tolist() == [2] * ROWS
+
+
 # --------------------------------------------------------------------------- Box
 
 

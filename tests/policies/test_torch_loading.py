@@ -72,15 +72,16 @@ def test_checkpoint_dicts_holding_a_state_dict(net: Net, tmp_path: Path) -> None
     assert predicted_actions(policy, OBS_BYTES, 16).tolist() == expected_actions(net)
 
 
-def test_pickled_modules_are_refused_without_opt_in(net: Net, tmp_path: Path) -> None:
+@pytest.mark.parametrize("zip_format", [True, False], ids=["zip", "legacy"])
+def test_pickled_modules_are_refused_without_opt_in(net: Net, tmp_path: Path, zip_format: bool) -> None:
     path = tmp_path / "whole.pt"
-    torch.save(net, path)
+    torch.save(net, path, _use_new_zipfile_serialization=zip_format)
     with pytest.raises(ValueError) as caught:
         TorchPolicy.load(path, SPACES)
     message = str(caught.value)
     assert message.startswith(f"TorchPolicy.load: {path} holds a pickled Python object")
     assert "loading it executes code from the file" in message
-    assert "allow_pickle=True" in message
+    assert "pass allow_pickle=True (Python) or --allow-pickle (rlmesh-gym CLI)" in message
     policy = TorchPolicy.load(path, SPACES, allow_pickle=True)
     assert predicted_actions(policy, OBS_BYTES, 16).tolist() == expected_actions(net)
 

@@ -102,3 +102,12 @@ def test_episodes_prints_the_env_kwargs_replay_uses(rec_path, capsys):
         run_session(env, [recorder], max_episodes=1, base_seed=1, action_space=space)
     assert main(["episodes", str(rec_path)]) == 0
     assert "env kwargs  max_episode_steps=8, tag='x'" in capsys.readouterr().out.splitlines()
+
+
+def test_episodes_names_a_directory_as_a_directory(tmp_path, capsys):
+    assert main(["episodes", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"rlmesh-gym: error: {tmp_path} is a directory, not a recording file"
+    )
+    assert main(["episodes", str(tmp_path / "missing.rec")]) == 2
+    assert "no such recording file" in capsys.readouterr().err
