@@ -8,7 +8,7 @@ import os
 from collections.abc import Sequence
 
 from rlmesh_gym.cli._policy_arguments import policy_from_arguments
-from rlmesh_gym.cli._report import report_error
+from rlmesh_gym.cli._report import report_error, report_run_failure
 from rlmesh_gym.cli.serve_command import TOKEN_VARIABLE
 
 __all__ = ["env_addresses", "run_fleet_eval"]
@@ -48,8 +48,7 @@ def env_addresses(values: Sequence[str]) -> list[str]:
 
 def run_fleet_eval(args: argparse.Namespace, addresses: list[str]) -> int:
     """Evaluate over the env servers at ``addresses``; print the result (or the partial one)."""
-    from rlmesh_gym.evaluation import EvaluationError, PolicyMismatchError, evaluate_fleet
-    from rlmesh_gym.serve import RemoteConnectionError
+    from rlmesh_gym.evaluation import evaluate_fleet
 
     if args.policy is not None and args.policy_address is not None:
         return report_error("pass either --policy or --policy-address, not both", 2)
@@ -74,18 +73,8 @@ def run_fleet_eval(args: argparse.Namespace, addresses: list[str]) -> int:
             request_timeout=args.request_timeout,
             policy_address=args.policy_address,
         )
-    except KeyboardInterrupt:
-        return report_error("interrupted", 130)
-    except PolicyMismatchError as exc:  # bad input, found on the first predict
-        return report_error(str(exc), 2)
-    except EvaluationError as exc:
-        # The episodes every server counted are the user's work: show them, then the failure.
-        print(exc.partial.to_json(indent=2) if args.json else exc.partial, flush=True)
-        return report_error(str(exc), 1)
-    except (RemoteConnectionError, ConnectionError) as exc:
-        return report_error(str(exc), 1)
-    except (ValueError, TypeError, OSError, ImportError) as exc:
-        return report_error(str(exc), 2)
+    except (KeyboardInterrupt, Exception) as exc:
+        return report_run_failure(exc, json_output=args.json)
     print(result.to_json(indent=2) if args.json else result)
     return 0
 

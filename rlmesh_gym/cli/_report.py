@@ -18,10 +18,15 @@ def report_warning(message: str) -> None:
     print(f"rlmesh-gym: warning: {message}", file=sys.stderr, flush=True)
 
 
-def report_run_failure(exc: BaseException) -> int:
+def report_run_failure(exc: BaseException, *, json_output: bool = False) -> int:
     """Report what ``evaluate()`` or ``compare()`` raised and return the exit code: 130 on
-    Ctrl+C, 1 for an evaluation that failed after it started, 2 for bad input (an unknown env,
-    an unloadable policy, a policy that does not fit the env's spaces, bad values)."""
+    Ctrl+C, 1 for an evaluation that failed after it started or a server that could not be
+    reached, 2 for bad input (an unknown env, an unloadable policy, a policy that does not fit
+    the env's spaces, bad values).
+
+    The episodes a failed evaluation counted are the user's work: its partial result is printed
+    on stdout (as JSON with ``json_output``) before the error line.
+    """
     from rlmesh_gym.evaluation import EvaluationError, PolicyMismatchError
     from rlmesh_gym.runtime import RuntimeDriverError
 
@@ -30,6 +35,11 @@ def report_run_failure(exc: BaseException) -> int:
     if isinstance(exc, PolicyMismatchError):  # bad input, found on the first predict
         return report_error(str(exc), 2)
     if isinstance(exc, EvaluationError):
+        partial = exc.partial
+        if partial is not None and partial.episodes:
+            print(partial.to_json(indent=2) if json_output else partial, flush=True)
+        return report_error(str(exc), 1)
+    if isinstance(exc, ConnectionError):  # a server that could not be reached or refused us
         return report_error(str(exc), 1)
     if isinstance(exc, (ValueError, TypeError, OSError, ImportError, RuntimeDriverError)):
         return report_error(str(exc), 2)

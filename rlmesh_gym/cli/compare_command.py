@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from rlmesh_gym.cli._env_arguments import add_vectorization_argument
+from rlmesh_gym.cli._policy_arguments import POLICY_METAVAR
 from rlmesh_gym.cli._report import report_error, report_run_failure
 
 __all__ = ["register", "run"]
@@ -34,8 +35,8 @@ def register(subparsers: Any) -> None:
         required=True,
         metavar="[NAME=]POLICY",
         help=(
-            "a policy to compare (give it twice or more): a saved policy file, 'package.module:attr', "
-            "'random' or 'pretrained:NAME', optionally named as NAME=POLICY (default name: POLICY)"
+            f"a policy to compare (give it twice or more): {POLICY_METAVAR}, optionally named as "
+            "NAME=POLICY (default name: POLICY)"
         ),
     )
     parser.add_argument(
@@ -130,6 +131,6 @@ def run(args: argparse.Namespace) -> int:
             max_steps=args.max_steps,
         )
     except (KeyboardInterrupt, Exception) as exc:
-        return report_run_failure(exc)
+        return report_run_failure(exc, json_output=args.json)
     print(comparison.to_json(indent=2) if args.json else comparison)
     return 0

@@ -243,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
             max_episodes=args.max_episodes,
         )
     except (KeyboardInterrupt, Exception) as exc:
-        return report_run_failure(exc)
+        return report_run_failure(exc, json_output=args.json)
     if args.json:
         print(result.to_json(indent=2))
     else:

@@ -32,8 +32,12 @@ from rlmesh_gym.cli._env_arguments import (
     add_vectorization_argument,
     env_kwargs_of,
 )
-from rlmesh_gym.cli._policy_arguments import add_policy_factory_argument, policy_from_arguments
-from rlmesh_gym.cli._report import report_error, report_warning
+from rlmesh_gym.cli._policy_arguments import (
+    POLICY_METAVAR,
+    add_policy_factory_argument,
+    policy_from_arguments,
+)
+from rlmesh_gym.cli._report import report_error, report_run_failure, report_warning
 from rlmesh_gym.cli._served_env import add_served_env_arguments, build_served_env
 from rlmesh_gym.spaces.limits import (
     DEFAULT_MAX_SPACE_ELEMENTS,
@@ -94,9 +98,9 @@ def register(subparsers: Any) -> None:
         default="pretrained:cartpole",
         metavar="POLICY",
         help=(
-            "a saved policy file, 'package.module:attr' (an nn.Module, a factory, a RuntimeModel or a numpy "
-            "callable), 'random', or 'pretrained:NAME' (default: pretrained:cartpole, the shipped "
-            "CartPole policy)"
+            f"{POLICY_METAVAR}: a saved policy file, an SB3 zip, 'package.module:attr' (an nn.Module, a "
+            "factory, a RuntimeModel or a numpy callable), 'random', or 'pretrained:NAME' (default: "
+            "pretrained:cartpole, the shipped CartPole policy)"
         ),
     )
     source = policy.add_mutually_exclusive_group()
@@ -417,21 +421,8 @@ def run_remote_eval(args: argparse.Namespace) -> int:
     """
     try:
         result = asyncio.run(_remote_eval(args))
-    except KeyboardInterrupt:
-        return report_error("interrupted", 130)
-    except _UsageError as error:
-        return report_error(str(error), 2)
-    except Exception as error:
-        from rlmesh_gym.evaluation import EvaluationError, PolicyMismatchError
-        from rlmesh_gym.serve import RemoteConnectionError
-
-        if isinstance(error, PolicyMismatchError):  # bad input, found on the first predict
-            return report_error(str(error), 2)
-        if isinstance(error, (EvaluationError, RemoteConnectionError)):
-            return report_error(str(error), 1)
-        if isinstance(error, (ValueError, TypeError, OSError, ImportError)):
-            return report_error(str(error), 2)
-        raise
+    except (KeyboardInterrupt, Exception) as error:
+        return report_run_failure(error, json_output=args.json)
     print(result.to_json(indent=2) if args.json else result)
     return 0
 

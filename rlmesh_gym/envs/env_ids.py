@@ -7,6 +7,8 @@ from collections.abc import Iterable
 
 import gymnasium
 
+from rlmesh_gym._audience import fix
+
 __all__ = ["UnknownEnvIdError", "env_spec", "import_env_packages", "unknown_env_id"]
 
 
@@ -27,7 +29,7 @@ def unknown_env_id(env_id: str, error: BaseException) -> UnknownEnvIdError:
         package = "ale_py" if name.startswith("ALE/") else "PACKAGE"
         hint = (
             f"if it comes from an env package, name the package in the id ({package}:{env_id}) or import "
-            f"it first (CLI: --import {package}; Python: import {package})"
+            f"it first ({fix(f'import {package}', f'--import {package}')})"
         )
     return UnknownEnvIdError(f"unknown env id {env_id!r}: {str(error).rstrip('.')}; {hint}")
 

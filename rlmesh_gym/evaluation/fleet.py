@@ -1,7 +1,8 @@
 """Evaluate over a fleet of rlmesh env servers: one session per server, one :class:`EvalResult`.
 
->>> result = evaluate(["10.0.0.1:50051", "10.0.0.2:50051"], "pretrained:cartpole",
-...                   episodes=100, seed=0)                                    # doctest: +SKIP
+Usage, with two ``rlmesh-gym serve-env`` servers running (docs/evaluation.md runs it)::
+
+    result = evaluate(["10.0.0.1:50051", "10.0.0.2:50051"], "pretrained:cartpole", episodes=100, seed=0)
 
 How a fleet run is laid out (``docs/evaluation.md`` has the user's view):
 

@@ -42,7 +42,7 @@ class MLPPolicy(nn.Module):
         if obs.dim() == 0 or obs.shape[-1] != self.obs_dim:
             raise ValueError(
                 f"MLPPolicy: expected observations with last dimension {self.obs_dim}, "
-                f"got shape {list(obs.shape)}"
+                f"got shape ({', '.join([str(size) for size in obs.shape])})"
             )
         return self.net(obs)
 

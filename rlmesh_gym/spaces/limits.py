@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from rlmesh_gym._audience import fix
 from rlmesh_gym.proto import spaces_pb2
 from rlmesh_gym.spaces._dtypes import WIRE_DTYPES
 
@@ -85,7 +86,8 @@ def check_space_spec(spec: spaces_pb2.SpaceSpec, *, name: str = "spec") -> int:
     if total > limit:
         raise SpaceSpecError(
             f"{name}: one value declares {total:,} elements, more than the limit of {limit:,} "
-            f"(raise it with --max-space-elements or {MAX_SPACE_ELEMENTS_ENV} if this space is real)"
+            f"(raise it with {fix('set_max_space_elements(N)', '--max-space-elements N (servers)')} or "
+            f"${MAX_SPACE_ELEMENTS_ENV} if this space is real)"
         )
     return total
 

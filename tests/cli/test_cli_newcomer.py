@@ -135,7 +135,7 @@ def test_the_shipped_policy_class_compiles_with_torchscript():
     scripted = torch.jit.script(module)
     observations = torch.randn(5, 4)
     torch.testing.assert_close(scripted(observations), module(observations))
-    with pytest.raises(Exception, match=r"last dimension 4, got shape \[5, 2\]"):
+    with pytest.raises(Exception, match=r"last dimension 4, got shape \(5, 2\)"):
         scripted(torch.zeros(5, 2))
 
 

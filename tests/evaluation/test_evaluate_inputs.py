@@ -293,7 +293,7 @@ def test_policy_space_mismatch_is_a_clear_error():
     )
     assert "(2,), float32)" in message and "Discrete(3)" in message  # the env's spaces
     assert (
-        "expected observations with last dimension 4, got shape [2, 2]" in message
+        "expected observations with last dimension 4, got shape (2, 2)" in message
     )  # the policy's complaint
     assert isinstance(caught.value, EvaluationError) and caught.value.partial.episodes == ()
 

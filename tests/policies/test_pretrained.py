@@ -111,7 +111,7 @@ def test_mlp_rejects_bad_sizes(kwargs: dict, message: str) -> None:
 
 
 def test_mlp_rejects_observations_of_the_wrong_width() -> None:
-    with pytest.raises(ValueError, match=r"last dimension 4, got shape \[3, 5\]"):
+    with pytest.raises(ValueError, match=r"last dimension 4, got shape \(3, 5\)"):
         MLPPolicy()(torch.zeros((3, 5)))
 
 
