@@ -12,6 +12,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 
 __all__ = ["command_line_audience", "fix", "warn_at_caller"]
 
@@ -37,7 +38,7 @@ def fix(python: str, cli: str) -> str:
 
 def warn_at_caller(message: str, category: type[Warning]) -> None:
     """``warnings.warn`` attributed to the first frame outside this package (the user's line)."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     level = 2  # warnings.warn's stacklevel of our caller's frame
     while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(_PACKAGE_DIR):
         frame = frame.f_back

@@ -16,9 +16,9 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from rlmesh_gym.evaluation._blocking import run_blocking
 from rlmesh_gym.evaluation._evaluate import EvaluationError, PolicyMismatchError, default_ids, evaluate
@@ -269,7 +269,7 @@ class Comparison:
     def _repr_html_(self) -> str:
         esc = html.escape
 
-        def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+        def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
             head = "".join(f"<th>{esc(cell)}</th>" for cell in header)
             body = "".join(
                 "<tr>" + "".join(f"<td>{esc(cell)}</td>" for cell in row) + "</tr>" for row in rows
@@ -317,7 +317,16 @@ def _recording_paths(record: str | os.PathLike[str] | None, names: list[str]) ->
     return paths
 
 
-def _fits(env: Any, name: str, policy: Any, *, seed: int, options: dict[str, Any]) -> None:
+class _RunOptions(TypedDict):
+    """The ``evaluate`` options every run of a comparison shares (passed as ``**options``)."""
+
+    limits: RuntimeLimits | None
+    device: str
+    deterministic: bool
+    allow_pickle: bool
+
+
+def _fits(env: Any, name: str, policy: Any, *, seed: int, options: _RunOptions) -> None:
     """Run ``policy`` for one vector step, so a policy that does not fit the env (or does not
     load) is reported, by name, before any full evaluation ran."""
     # Errors name the policy as given; say which compared name that is when it differs.
@@ -444,7 +453,7 @@ def _compare(
     allow_pickle: bool,
     max_steps: int | None,
 ) -> Comparison:
-    options = {
+    options: _RunOptions = {
         "limits": limits,
         "device": device,
         "deterministic": deterministic,

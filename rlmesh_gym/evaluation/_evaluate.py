@@ -133,7 +133,7 @@ class _EvaluationHooks(RuntimeHooks):
             if self.progress is not None:
                 self.progress.update(record.episode_return)
             if self.precision is not None:
-                self._add_rounds()
+                self._add_rounds(self.precision)
         except Exception as exc:
             self.error = exc
             self._stop(_COUNT_FAILED_REASON)
@@ -141,10 +141,10 @@ class _EvaluationHooks(RuntimeHooks):
         if quotas.met:
             self._stop(_STOP_REASON)
 
-    def _add_rounds(self) -> None:
+    def _add_rounds(self, precision: PrecisionTarget) -> None:
         # target_ci: at each round boundary, another whole round while the CI is too wide. The
         # lanes' kept overflow counts first, so it may complete a round at once.
-        precision, quotas = self.precision, self.quotas
+        quotas = self.quotas
         while quotas.met and precision.wants_another_round(quotas):
             if self.progress is not None:
                 self.progress.add_total(sum(precision.round_quotas))

@@ -222,7 +222,7 @@ def describe_policy(policy: Any) -> str:
         return policy
     if isinstance(policy, os.PathLike):
         return os.fspath(policy)
-    cls = type(policy)
+    cls: type[object] = type(policy)
     if cls.__str__ is not object.__str__ and not _is_torch_module(policy):
         return str(policy)
     if inspect.isfunction(policy) or inspect.ismethod(policy):

@@ -10,7 +10,7 @@ same returns always give the same interval.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -134,6 +134,7 @@ def bootstrap_interval(
     _check_settings(resamples, seed, level)
     array = _values(values, "values")
     _need_two(array.size, "values")
+    function: Callable[..., Any]  # scipy calls it as function(sample, axis=...)
     if statistic == "mean":
         estimate, function = math.fsum(array) / array.size, np.mean
     elif statistic == "iqm":

@@ -131,8 +131,8 @@ def load_policy_file(
             raise ValueError(f"TorchPolicy.load: {file} is a broken torch.export program: {error}") from error
         return ExportedPolicy(program, file.name)
     if _is_safetensors(file):
-        state = load_safetensors(file, device, f"TorchPolicy.load: {file}")
-        return _into_factory(state, file, factory, device)
+        tensors = load_safetensors(file, device, f"TorchPolicy.load: {file}")
+        return _into_factory(tensors, file, factory, device)
     if _is_torchscript(file):
         if factory is not None:
             raise ValueError(

@@ -71,7 +71,7 @@ def _algorithm_of(path: Path) -> Any:
             raise ValueError(f"{path}: its data record is not JSON: not from model.save()") from error
     policy_class = data.get("policy_class") if isinstance(data, dict) else None
     module = policy_class.get("__module__") if isinstance(policy_class, dict) else None
-    name = _ALGORITHMS.get(module)
+    name = _ALGORITHMS.get(module) if isinstance(module, str) else None
     if name is None:
         raise ValueError(
             f"{path}: saved with the policy class of {module!r}, which names no Stable-Baselines3 algorithm "

@@ -110,7 +110,7 @@ def write_html(
     recording: Recording,
     path: str | os.PathLike[str],
     *,
-    episodes: Sequence[int] | None = None,
+    episodes: Sequence[int | str] | None = None,
     frames: bool = True,
     title: str | None = None,
 ) -> str:
@@ -146,7 +146,7 @@ def write_html(
         stats.append(("counted", f"{sum(bool(flag) for flag in counted)} counted by the evaluation"))
     stats += [
         ("env", html.escape(header.env_id or "(no id)")),
-        ("lanes", f"{header.num_envs} (recorded: {', '.join(map(str, header.lanes))})"),
+        ("lanes", f"{header.num_envs} (recorded: {html.escape(header.describe_lanes())})"),
         ("autoreset", html.escape(header.autoreset_mode)),
         ("base seed", html.escape(str(header.base_seed))),
     ]
@@ -165,7 +165,7 @@ def write_html(
         "frames",
     )
     head = "".join(f"<th>{name}</th>" for name in columns)
-    body = []
+    body: list[str] = []
     for index, episode in zip(indices, chosen, strict=True):
         record = episode.record
         cells = (

@@ -68,8 +68,9 @@ def _anywidget() -> Any:
 @cache
 def _player_class() -> type:
     anywidget, traitlets = _anywidget()
+    widget_base: Any = anywidget.AnyWidget  # imported on first use: a variable, so typed Any
 
-    class EpisodePlayer(anywidget.AnyWidget):
+    class EpisodePlayer(widget_base):
         """Plays recorded episodes side by side with one slider (see :func:`play`)."""
 
         _esm = traitlets.Unicode(player_script() + _WIDGET_GLUE).tag(sync=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from types import ModuleType, TracebackType
 from typing import Any
 
@@ -283,7 +283,8 @@ class ServerLifecycle:
                 yield response
         finally:
             try:
-                await stream.aclose()
+                if isinstance(stream, AsyncGenerator):  # every _join is an async generator
+                    await stream.aclose()
             finally:
                 self._end_activity()
 

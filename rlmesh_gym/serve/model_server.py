@@ -45,6 +45,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from itertools import count
+from typing import Protocol, TypeGuard
 
 import grpc
 
@@ -261,7 +262,7 @@ class ModelServer(ServerLifecycle):
             raise _RequestFailed(
                 _INVALID_REQUEST, f"route {_route_name(key)} is already configured by another model session"
             )
-        if callable(getattr(self._model, "bind", None)):
+        if _bindable(self._model):
             await self._bind(contract, key)
         stored = env_pb2.EnvContract()
         stored.CopyFrom(contract)
@@ -299,6 +300,8 @@ class ModelServer(ServerLifecycle):
             model = copy.deepcopy(self._unbound_model)
         async with self._model_lock:
             try:
+                if not _bindable(model):  # never: only a model with bind() is bound (see the caller)
+                    raise TypeError(f"{type(model).__name__} has no bind() method")
                 await self._calls.call(model.bind, contract)
             except Exception as error:
                 raise _RequestFailed(
@@ -412,6 +415,17 @@ def _fingerprint(observation: spaces_pb2.SpaceSpec, action: spaces_pb2.SpaceSpec
     )
 
 
+class _BindableModel(RuntimeModel, Protocol):
+    """A model that can be bound to an env's spaces (such as a policy loaded without them)."""
+
+    def bind(self, contract: env_pb2.EnvContract, /) -> object: ...
+
+
+def _bindable(model: RuntimeModel) -> TypeGuard[_BindableModel]:
+    """Whether ``model`` has a callable ``bind`` (the server binds it to each route's contract)."""
+    return callable(getattr(model, "bind", None))
+
+
 def _model_spaces_fingerprint(model: RuntimeModel) -> bytes | None:
     """The spaces a model is already bound to (its ``observation_spec``/``action_spec``), else ``None``."""
     observation, action = getattr(model, "observation_spec", None), getattr(model, "action_spec", None)
@@ -422,7 +436,7 @@ def _model_spaces_fingerprint(model: RuntimeModel) -> bytes | None:
 
 def _unbound_copy(model: RuntimeModel) -> RuntimeModel | None:
     """A deep copy of an unbound, bind-able model (``None`` when it cannot be copied)."""
-    if not callable(getattr(model, "bind", None)):
+    if not _bindable(model):
         return None
     try:
         return copy.deepcopy(model)

@@ -13,6 +13,7 @@ import struct
 import zlib
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["encode_png", "frame_to_hwc", "png_of_frame"]
 
@@ -64,7 +65,7 @@ def png_of_frame(frame: object, *, level: int = 6) -> bytes | None:
     return None if image is None else _encode_hwc(image, level)
 
 
-def encode_png(frame: object, *, level: int = 6) -> bytes:
+def encode_png(frame: npt.ArrayLike, *, level: int = 6) -> bytes:
     """The PNG file of ``frame``; ValueError names the shape when the layout is not an image.
 
     >>> encode_png(np.zeros((2, 3, 3), np.uint8))[:8] == _SIGNATURE
