@@ -136,8 +136,9 @@ def play(*episodes: RecordedEpisode, labels: Sequence[str] | None = None, fps: f
         An ``EpisodePlayer`` widget: display it in Jupyter; its ``step`` is the slider
         position and ``current`` what each panel shows there.
 
-    Example:
-        >>> play(trained.episode(0), random.episode(0), labels=("trained", "random"))  # doctest: +SKIP
+    Example (in a notebook, with two loaded recordings)::
+
+        play(trained.episode(0), random.episode(0), labels=("trained", "random"))
     """
     chosen = check_episodes(episodes)
     if labels is not None:
