@@ -15,7 +15,16 @@ from pathlib import Path
 
 import pytest
 
-_OPTIONAL = ("torch", "nbclient", "pandas", "matplotlib")
+_OPTIONAL = (
+    "torch",
+    "nbclient",
+    "nbformat",
+    "pandas",
+    "matplotlib",
+    "traitlets",
+    "safetensors",
+    "stable_baselines3",
+)
 MISSING = [name for name in _OPTIONAL if importlib.util.find_spec(name) is None]
 _HERE = Path(__file__).parent
 _TOP_LEVEL_IMPORT = re.compile(rf"^(?:import|from) ({'|'.join(_OPTIONAL)})\b", re.MULTILINE)

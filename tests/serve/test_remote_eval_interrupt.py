@@ -8,11 +8,13 @@ import subprocess
 import sys
 import time
 
+import pytest
 from test_cli_serve import Served
 
 EVAL = [sys.executable, "-m", "rlmesh_gym", "eval", "--env-address"]
 
 
+@pytest.mark.torch  # the shipped policy / every public module, torch included
 def test_ctrl_c_during_a_remote_eval_exits_130_quietly_and_the_server_keeps_serving(
     tmp_path, no_leaked_threads
 ):

@@ -203,6 +203,7 @@ def test_huge_declared_spaces_are_refused_without_allocating_them():
     assert len(lines) == 5 and all("more than the limit of 33,554,432" in line for line in lines[1:]), lines
 
 
+@pytest.mark.torch  # the shipped policy / every public module, torch included
 def test_describing_a_large_allowed_space_allocates_nothing_of_its_size():
     # 30M float64 elements: 240 MB per bound side, far past the 64 MB headroom.
     result = run_capped(
