@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
+import traceback
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -545,9 +546,13 @@ class GymVectorEnv(RuntimeEnv):
 
     async def _call(self, function: Callable[..., Any], *args: Any) -> Any:
         """``function(*args)``: inline on the loop, or in the worker thread with ``offload=True``."""
-        if self._executor is None:
-            return function(*args)
-        return await self._offloaded(function, *args)
+        try:
+            if self._executor is None:
+                return function(*args)
+            return await self._offloaded(function, *args)
+        except Exception as error:
+            _release_locals(error)
+            raise
 
     async def _offloaded(self, function: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -576,10 +581,11 @@ class GymVectorEnv(RuntimeEnv):
         if isinstance(self._env, AsyncVectorEnv):
             try:
                 self._env.close(timeout=timeout)
-            except BaseException:
+            except BaseException as error:
                 # gymnasium's close stops at the first dead worker's broken pipe, before it has
                 # told the others to close: end every worker still running here.
                 _terminate_workers(self._env)
+                _release_locals(error)
                 raise
         else:
             self._lanes.close()
@@ -817,6 +823,22 @@ def _received_bytes(actions: SpaceBatch | None) -> int:
         return actions.nbytes if actions is not None else 0
     except (CodecError, ValueError, TypeError):
         return 0
+
+
+def _release_locals(error: BaseException) -> None:
+    """Free the local variables of the frames ``error`` passed through (its traceback stays).
+
+    A send to a dead AsyncVectorEnv worker fails with its pickled message, a memoryview of a
+    BytesIO, still in those frames. Kept, they sit in a reference cycle with the error, and
+    Python 3.12 can tear that cycle down in the wrong order at exit: "SystemError: deallocated
+    BytesIO object has exported buffers", then a crash.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        traceback.clear_frames(current.__traceback__)
+        current = current.__cause__ or current.__context__
 
 
 def _terminate_workers(env: AsyncVectorEnv, grace: float = 5.0) -> None:
