@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from time import perf_counter_ns
 from typing import Any
 
+from rlmesh_gym.evaluation._blocking import run_blocking
 from rlmesh_gym.evaluation._evaluate import (
     EvaluationError,
     PolicyMismatchError,
@@ -597,26 +598,8 @@ async def evaluate_fleet_async(
     policy_address: str | None = None,
 ) -> EvalResult:
     """:func:`evaluate_fleet` as a coroutine on the caller's event loop."""
-    fleet = _Fleet(
-        addresses,
-        policy,
-        episodes=episodes,
-        seed=seed,
-        on_server_failure=on_server_failure,
-        hooks=hooks,
-        progress=progress,
-        record=record,
-        limits=limits,
-        session_id=session_id,
-        device=device,
-        deterministic=deterministic,
-        allow_pickle=allow_pickle,
-        max_steps=max_steps,
-        token=token,
-        connect_timeout=connect_timeout,
-        request_timeout=request_timeout,
-        policy_address=policy_address,
-    )
+    arguments = locals()  # exactly _Fleet's parameters
+    fleet = _Fleet(**arguments)
     return await fleet.run()
 
 
@@ -663,26 +646,6 @@ def evaluate_fleet(
     ``record`` writes one recording for the whole fleet (fleet-wide lanes; each episode names
     its server). The other arguments are :func:`evaluate`'s.
     """
-    from rlmesh_gym.evaluation._blocking import run_blocking
-
-    fleet = _Fleet(
-        addresses,
-        policy,
-        episodes=episodes,
-        seed=seed,
-        on_server_failure=on_server_failure,
-        hooks=hooks,
-        progress=progress,
-        record=record,
-        limits=limits,
-        session_id=session_id,
-        device=device,
-        deterministic=deterministic,
-        allow_pickle=allow_pickle,
-        max_steps=max_steps,
-        token=token,
-        connect_timeout=connect_timeout,
-        request_timeout=request_timeout,
-        policy_address=policy_address,
-    )
+    arguments = locals()  # exactly _Fleet's parameters
+    fleet = _Fleet(**arguments)
     return run_blocking(fleet.run, fleet.cancel)
