@@ -141,8 +141,12 @@ def _fill_value(target: spaces_pb2.MetaValue, value: Any, path: str, active: set
 
 
 def from_meta_map(meta_map: spaces_pb2.MetaMap) -> dict[str, Any]:
-    """The Python dict of a ``MetaMap`` (lists come back as lists, never tuples)."""
-    return {key: from_meta_value(item) for key, item in meta_map.entries.items()}
+    """The Python dict of a ``MetaMap``, keys in sorted order (lists come back as lists, never tuples).
+
+    Sorted because a protobuf map has no order of its own: its iteration order differs between
+    processes, and a dict users print or compare should not.
+    """
+    return {key: from_meta_value(meta_map.entries[key]) for key in sorted(meta_map.entries)}
 
 
 def from_meta_value(meta_value: spaces_pb2.MetaValue) -> Any:

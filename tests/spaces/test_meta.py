@@ -145,3 +145,12 @@ def test_shared_subobjects_are_not_cycles():
         "a": [1, 2],
         "b": {"c": [1, 2], "d": [1, 2]},
     }
+
+
+def test_decoded_maps_list_keys_in_sorted_order_at_every_depth():
+    keys = ["zeta", "alpha", "mid", "beta", "omega", "a1", "a10", "a2"]
+    info = {key: {inner: 1 for inner in reversed(keys)} for key in keys}
+    decoded = from_meta_map(to_meta_map(info))
+    assert list(decoded) == sorted(keys)
+    assert all(list(value) == sorted(keys) for value in decoded.values())
+    assert decoded == info
