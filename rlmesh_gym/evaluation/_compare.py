@@ -20,10 +20,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from rlmesh_gym.envs.resolve import ResolvedEnv, resolve_env
 from rlmesh_gym.evaluation._blocking import run_blocking
 from rlmesh_gym.evaluation._evaluate import EvaluationError, PolicyMismatchError, default_ids, evaluate
 from rlmesh_gym.evaluation._lane_seeds import lane_ordinal_seeds
-from rlmesh_gym.evaluation._resolve import ResolvedEnv, resolve_env
 from rlmesh_gym.evaluation._result import EvalResult
 from rlmesh_gym.evaluation._statistics import (
     DEFAULT_BOOTSTRAP_SEED,
@@ -33,6 +33,7 @@ from rlmesh_gym.evaluation._statistics import (
     probability_of_improvement,
 )
 from rlmesh_gym.runtime import RuntimeLimits
+from rlmesh_gym.runtime.autoreset import AutoresetMode
 
 if TYPE_CHECKING:  # optional extras, imported only when used
     import pandas
@@ -415,10 +416,11 @@ def compare(
         resolved = resolve_env(
             env, num_envs=num_envs, autoreset=None, vectorization=vectorization, env_kwargs=env_kwargs
         )
-        if resolved.autoreset != "disabled":
+        if resolved.autoreset is not AutoresetMode.DISABLED:
             raise ValueError(
                 f"compare needs an env with DISABLED autoreset (every episode reset from its own seed); "
-                f"this one uses {resolved.autoreset!r}. Pass an env id, or build it with autoreset='disabled'"
+                f"this one uses {resolved.autoreset.value!r}. Pass an env id, or build it with "
+                "autoreset='disabled'"
             )
     try:
         return _compare(

@@ -10,13 +10,14 @@ from collections.abc import Sequence
 from time import perf_counter_ns
 from typing import Any
 
+from rlmesh_gym.envs.resolve import ResolvedEnv, resolve_env
 from rlmesh_gym.evaluation._blocking import run_blocking
 from rlmesh_gym.evaluation._precision import PrecisionTarget, check_precision_arguments
 from rlmesh_gym.evaluation._progress import EpisodeProgress, progress_wanted
 from rlmesh_gym.evaluation._quotas import EpisodeQuotas, lane_quotas
-from rlmesh_gym.evaluation._resolve import ResolvedEnv, describe_policy, resolve_env, resolve_policy
 from rlmesh_gym.evaluation._result import EvalResult, EvalTimings
 from rlmesh_gym.evaluation._statistics import DEFAULT_BOOTSTRAP_SEED, DEFAULT_RESAMPLES
+from rlmesh_gym.policies.resolve import describe_policy, resolve_policy
 from rlmesh_gym.records import EpisodeRecord
 from rlmesh_gym.runtime import (
     CancellationToken,
@@ -29,6 +30,7 @@ from rlmesh_gym.runtime import (
     RuntimeSessionSpec,
 )
 from rlmesh_gym.runtime.events import EpisodeCompletedEvent, SessionStartedEvent, StepCompletedEvent
+from rlmesh_gym.runtime.seams import DrainsEpisodes, RendersFrames
 
 __all__ = ["EvaluationError", "PolicyMismatchError", "default_ids", "evaluate", "evaluate_async"]
 
@@ -243,7 +245,7 @@ class SessionEvaluation:
             num_envs=self.resolved.num_envs,
             episodes_requested=self.episodes,
             seed=self.seed,
-            autoreset=self.resolved.autoreset,
+            autoreset=self.resolved.autoreset.value,
             vectorization=self.resolved.vectorization,
             session_id=self.session_id,
             route_id=self.route_id,
@@ -297,7 +299,9 @@ class SessionEvaluation:
                 from rlmesh_gym.recording import EpisodeRecorder
 
                 frame_lanes = getattr(self.record, "frame_lanes", ())
-                render_frames = getattr(resolved.env, "render_frames", None)
+                render_frames = (
+                    resolved.env.render_frames if isinstance(resolved.env, RendersFrames) else None
+                )
                 if frame_lanes and render_frames is not None:
                     render_frames = functools.partial(render_frames, lanes=frame_lanes)
                 recorder = EpisodeRecorder(
@@ -426,11 +430,9 @@ class SessionEvaluation:
 
 
 def _drain_episodes(env: Any) -> None:
-    # GymVectorEnv.drain_episodes (and any env offering it) ends the running episodes as
-    # truncated and returns them; they belong to no evaluation, so they are dropped.
-    drain = getattr(env, "drain_episodes", None)
-    if callable(drain):
-        drain()
+    # The episodes still running belong to no evaluation, so they are dropped.
+    if isinstance(env, DrainsEpisodes):
+        env.drain_episodes()
 
 
 def _describe_spaces(contract: Any) -> str:

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from time import perf_counter_ns
 from typing import Any
 
+from rlmesh_gym.envs.resolve import ResolvedEnv
 from rlmesh_gym.evaluation._blocking import run_blocking
 from rlmesh_gym.evaluation._evaluate import (
     EvaluationError,
@@ -44,8 +45,8 @@ from rlmesh_gym.evaluation._evaluate import (
 )
 from rlmesh_gym.evaluation._progress import EpisodeProgress, progress_wanted
 from rlmesh_gym.evaluation._quotas import lane_quotas
-from rlmesh_gym.evaluation._resolve import ResolvedEnv, autoreset_name, describe_policy, resolve_policy
 from rlmesh_gym.evaluation._result import EvalResult, EvalTimings, FleetServer
+from rlmesh_gym.policies.resolve import describe_policy, resolve_policy
 from rlmesh_gym.records import EpisodeRecord
 from rlmesh_gym.runtime import (
     EnvRpcError,
@@ -54,6 +55,7 @@ from rlmesh_gym.runtime import (
     RuntimeHooks,
     RuntimeLimits,
 )
+from rlmesh_gym.runtime.autoreset import AutoresetMode
 
 __all__ = ["ON_SERVER_FAILURE", "evaluate_fleet", "evaluate_fleet_async", "fleet_route_id"]
 
@@ -220,7 +222,7 @@ class _Fleet:
         for server in servers:
             server.quotas = list(quotas[server.first_lane : server.first_lane + server.num_envs])
         self.env_id = contract.id or "env"
-        self.autoreset = autoreset_name(contract.autoreset_mode)
+        self.autoreset = AutoresetMode.from_wire(contract.autoreset_mode)
         self.session = self.session_id or default_ids(self.env_id, first_lane)[0]
 
         bar = None
@@ -417,7 +419,7 @@ class _Fleet:
             num_envs=num_envs,
             episodes_requested=self.episodes,
             seed=self.seed,
-            autoreset=self.autoreset,
+            autoreset=self.autoreset.value,
             vectorization=None,
             session_id=self.session,
             route_id=",".join(route for server in servers for route in server.route_ids),
@@ -531,7 +533,7 @@ def _contract_key(contract: Any) -> tuple[Any, ...]:
         contract.id,
         contract.observation_space.SerializeToString(deterministic=True),
         contract.action_space.SerializeToString(deterministic=True),
-        autoreset_name(contract.autoreset_mode),
+        AutoresetMode.from_wire(contract.autoreset_mode).value,
     )
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from rlmesh_gym.evaluation import evaluate
-from rlmesh_gym.evaluation._resolve import resolve_policy, shipped_policy
 from rlmesh_gym.policies import CallablePolicy, RandomPolicy, TorchPolicy
+from rlmesh_gym.policies.resolve import resolve_policy, shipped_policy
 from rlmesh_gym.spaces import space_spec
 
 pytest.importorskip("gymnasium")
