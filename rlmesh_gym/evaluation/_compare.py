@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from rlmesh_gym.envs.resolve import ResolvedEnv, resolve_env
 from rlmesh_gym.evaluation._blocking import run_blocking
 from rlmesh_gym.evaluation._evaluate import EvaluationError, PolicyMismatchError, default_ids, evaluate
 from rlmesh_gym.evaluation._lane_seeds import lane_ordinal_seeds
@@ -38,6 +37,8 @@ from rlmesh_gym.runtime.autoreset import AutoresetMode
 if TYPE_CHECKING:  # optional extras, imported only when used
     import pandas
     from matplotlib.figure import Figure
+
+    from rlmesh_gym.envs.resolve import ResolvedEnv
 
 __all__ = ["ComparedEpisode", "Comparison", "PairedDifference", "compare"]
 
@@ -408,6 +409,8 @@ def compare(
         raise ValueError(
             f"compare needs an int seed in [0, 2**63) (the policies are paired by reset seeds), got {seed!r}"
         )
+    from rlmesh_gym.envs.resolve import resolve_env  # loads gymnasium: only when an env is resolved
+
     if isinstance(env, str):
         resolved = resolve_env(
             env, num_envs=num_envs, autoreset="disabled", vectorization=vectorization, env_kwargs=env_kwargs

@@ -8,9 +8,8 @@ import functools
 import os
 from collections.abc import Sequence
 from time import perf_counter_ns
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rlmesh_gym.envs.resolve import ResolvedEnv, resolve_env
 from rlmesh_gym.evaluation._blocking import run_blocking
 from rlmesh_gym.evaluation._precision import PrecisionTarget, check_precision_arguments
 from rlmesh_gym.evaluation._progress import EpisodeProgress, progress_wanted
@@ -31,6 +30,9 @@ from rlmesh_gym.runtime import (
 )
 from rlmesh_gym.runtime.events import EpisodeCompletedEvent, SessionStartedEvent, StepCompletedEvent
 from rlmesh_gym.runtime.seams import DrainsEpisodes, RendersFrames
+
+if TYPE_CHECKING:
+    from rlmesh_gym.envs.resolve import ResolvedEnv
 
 __all__ = ["EvaluationError", "PolicyMismatchError", "default_ids", "evaluate", "evaluate_async"]
 
@@ -494,6 +496,8 @@ def _prepare(
     hooks = check_run_arguments(episodes, seed, max_steps, hooks, limits)
     max_episodes = check_precision_arguments(target_ci, max_episodes, episodes)
     env_kwargs = _frame_env_kwargs(env, record, env_kwargs)
+    from rlmesh_gym.envs.resolve import resolve_env  # loads gymnasium: only when an env is resolved
+
     resolved = resolve_env(
         env, num_envs=num_envs, autoreset=autoreset, vectorization=vectorization, env_kwargs=env_kwargs
     )

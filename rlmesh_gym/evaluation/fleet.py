@@ -34,7 +34,6 @@ from collections.abc import Sequence
 from time import perf_counter_ns
 from typing import Any
 
-from rlmesh_gym.envs.resolve import ResolvedEnv
 from rlmesh_gym.evaluation._blocking import run_blocking
 from rlmesh_gym.evaluation._evaluate import (
     EvaluationError,
@@ -296,6 +295,8 @@ class _Fleet:
     ) -> list[_Outcome]:
         """Run one session per planned server at once; stop the others when one fails (unless
         reassigning). Every session's env is closed by the time this returns."""
+        from rlmesh_gym.envs.resolve import ResolvedEnv  # loads gymnasium, so only when a fleet runs
+
         evaluations: list[tuple[_Server, SessionEvaluation, Any]] = []
         try:
             for server, env, quotas in plan:

@@ -13,6 +13,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from test_layering import _write  # the fixture-tree writer of the layering test, beside this file
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "rlmesh_gym"
 
@@ -55,12 +56,6 @@ def foreign_private_imports(package_dir: Path) -> list[str]:
 
 def test_no_package_imports_another_packages_private_module():
     assert foreign_private_imports(PACKAGE_DIR) == []
-
-
-def _write(root: Path, relative: str, source: str = "") -> None:
-    path = root / relative
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(source)
 
 
 @pytest.fixture
