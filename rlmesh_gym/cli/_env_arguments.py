@@ -16,10 +16,12 @@ __all__ = [
 
 def add_autoreset_argument(parser: argparse.ArgumentParser) -> None:
     """``--autoreset MODE``: next_step (default), same_step or disabled."""
+    from rlmesh_gym.runtime.autoreset import AutoresetMode
+
     parser.add_argument(
         "--autoreset",
-        default="next_step",
-        choices=("next_step", "same_step", "disabled"),
+        default=AutoresetMode.NEXT_STEP.value,
+        choices=AutoresetMode.spellings(),
         type=str.lower,
         metavar="MODE",
         help="autoreset mode: next_step (default), same_step or disabled",

@@ -81,14 +81,8 @@ def run_fleet_eval(args: argparse.Namespace, addresses: list[str]) -> int:
 
 def _shipped_policy(address: str, token: str | None) -> str:
     """The shipped policy of the env the first server serves; ``ValueError`` when there is none."""
-    from rlmesh_gym.evaluation._resolve import shipped_policy
+    from rlmesh_gym.policies.resolve import default_policy
     from rlmesh_gym.serve import fetch_contract
 
     contract = asyncio.run(fetch_contract(address, token=token))
-    reference = shipped_policy(contract.id)
-    if reference is None:
-        raise ValueError(
-            f"no --policy given and no shipped policy for the env {contract.id!r} served at {address}; "
-            "pass --policy PATH, --policy package.module:attr, --policy random or --policy-address HOST:PORT"
-        )
-    return reference
+    return default_policy(contract.id, served_at=address)

@@ -32,8 +32,8 @@ def policy_from_arguments(args: argparse.Namespace, *, deterministic: bool = Tru
         return args.policy
     if args.policy is None:
         raise ValueError("--policy-factory needs --policy PATH, the state_dict file to load into it")
-    from rlmesh_gym.evaluation._resolve import import_reference
     from rlmesh_gym.policies import TorchPolicy
+    from rlmesh_gym.policies.resolve import import_reference
 
     factory_reference = args.policy_factory
 

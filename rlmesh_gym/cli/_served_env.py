@@ -46,26 +46,15 @@ def serves_single_env(args: argparse.Namespace) -> bool:
 
 
 def build_served_env(args: argparse.Namespace, **env_kwargs: Any) -> Any:
-    """The ``GymVectorEnv`` to serve; ``ValueError`` names the env id and what went wrong."""
-    import gymnasium
+    """The ``GymVectorEnv`` to serve (:func:`rlmesh_gym.envs.resolve.make_env`, its errors)."""
+    from rlmesh_gym.envs.resolve import make_env
 
-    from rlmesh_gym.envs import GymVectorEnv
-
-    try:
-        if serves_single_env(args):
-            env = gymnasium.make(args.env_id, **env_kwargs)
-            try:
-                return GymVectorEnv(env, offload=args.offload)
-            except BaseException:
-                env.close()
-                raise
-        return GymVectorEnv.make(
-            args.env_id,
-            num_envs=args.num_envs,
-            autoreset=args.autoreset or "next_step",
-            vectorization=args.vectorization,
-            offload=args.offload,
-            **env_kwargs,
-        )
-    except Exception as error:  # gymnasium raises many types for unknown ids and bad kwargs
-        raise ValueError(f"cannot build env {args.env_id!r}: {type(error).__name__}: {error}") from error
+    return make_env(
+        args.env_id,
+        args.num_envs,
+        args.autoreset,
+        args.vectorization,
+        vector=not serves_single_env(args),
+        offload=args.offload,
+        env_kwargs=env_kwargs,
+    )

@@ -204,23 +204,13 @@ def run(args: argparse.Namespace) -> int:
         return report_error(str(exc), 2)
     if policy is None:
         from rlmesh_gym.envs.env_ids import env_spec
-
-        try:  # an unknown id is the clearer message than "no shipped policy"
-            env_spec(args.env_id)
-        except ValueError as exc:
-            return report_error(str(exc), 2)
-        from rlmesh_gym.evaluation._resolve import shipped_policy
+        from rlmesh_gym.policies.resolve import default_policy
 
         try:
-            policy = shipped_policy(args.env_id)
-        except ImportError as exc:
+            env_spec(args.env_id)  # an unknown id is the clearer message than "no shipped policy"
+            policy = default_policy(args.env_id)
+        except (ValueError, ImportError) as exc:
             return report_error(str(exc), 2)
-        if policy is None:
-            return report_error(
-                f"no --policy given and no shipped policy for {args.env_id!r}; pass --policy PATH, "
-                "--policy package.module:attr or --policy random",
-                2,
-            )
 
     from rlmesh_gym.evaluation import evaluate
 

@@ -31,14 +31,14 @@ def register(subparsers: Any) -> None:
 
 def contract_summary(contract: Any) -> dict[str, Any]:
     """The readable parts of an ``EnvContract``: spaces as gymnasium reprs, metadata as Python values."""
-    from rlmesh_gym.evaluation._resolve import autoreset_name
+    from rlmesh_gym.runtime import AutoresetMode
     from rlmesh_gym.spaces import gym_space
     from rlmesh_gym.spaces.meta import from_meta_map
 
     return {
         "id": contract.id,
         "num_envs": int(contract.num_envs),
-        "autoreset": autoreset_name(contract.autoreset_mode),
+        "autoreset": AutoresetMode.from_wire(contract.autoreset_mode).value,
         "render_mode": contract.render_mode or None,
         "observation_space": repr(gym_space(contract.observation_space, name="observation_space")),
         "action_space": repr(gym_space(contract.action_space, name="action_space")),
@@ -71,23 +71,16 @@ def run(args: argparse.Namespace) -> int:
     """Carry out ``rlmesh-gym inspect``; return the exit code."""
     if args.num_envs < 1:
         return report_error(f"--num-envs must be at least 1, got {args.num_envs}", 2)
-    from rlmesh_gym.evaluation._resolve import resolve_env
+    from rlmesh_gym.envs.resolve import make_env
 
     try:
-        resolved = resolve_env(
-            args.env_id,
-            num_envs=args.num_envs,
-            autoreset=args.autoreset,
-            vectorization="sync",
-            env_kwargs=env_kwargs_of(args),
-        )
-    except Exception as exc:  # unknown ids and env constructors that fail: report, no traceback
-        message = str(exc) if isinstance(exc, (ValueError, TypeError)) else f"{type(exc).__name__}: {exc}"
-        return report_error(message, 2)
+        env = make_env(args.env_id, args.num_envs, args.autoreset, env_kwargs=env_kwargs_of(args))
+    except ValueError as exc:  # a bad option, an unknown id, or an env that cannot be built
+        return report_error(str(exc), 2)
     try:
-        summary = contract_summary(resolved.env.contract)
+        summary = contract_summary(env.contract)
     finally:
-        resolved.env.close_sync()
+        env.close_sync()
     if args.json:
         print(json.dumps(summary, indent=2, default=repr))
     else:

@@ -255,7 +255,7 @@ def run_serve_env(args: argparse.Namespace) -> int:
         from rlmesh_gym.serve import EnvServer
     except (ValueError, ImportError) as error:
         return report_error(str(error), 2)
-    from rlmesh_gym.proto import env_pb2
+    from rlmesh_gym.runtime import AutoresetMode
 
     try:
         extra = {**env_kwargs_of(args), **({"render_mode": "rgb_array"} if args.render else {})}
@@ -263,7 +263,7 @@ def run_serve_env(args: argparse.Namespace) -> int:
     except ValueError as error:
         return report_error(str(error), 2)
     contract = env.contract
-    mode = env_pb2.AutoresetMode.Name(contract.autoreset_mode).removeprefix("AUTORESET_MODE_")
+    mode = AutoresetMode.from_wire(contract.autoreset_mode).name
     banner = (
         f"serving {contract.id} ({env.num_envs} lane(s), autoreset {mode}, edition pin {args.edition_pin}, "
         f"token {'on' if options['token'] else 'off'})"
@@ -341,16 +341,6 @@ def _run_server(serve: Any) -> int:
     return 0
 
 
-def _build_env(env_id: str, **options: Any) -> Any:
-    """``GymVectorEnv.make(env_id, **options)``; ValueError names the env id and what went wrong."""
-    from rlmesh_gym.envs import GymVectorEnv
-
-    try:
-        return GymVectorEnv.make(env_id, **options)
-    except Exception as error:  # gymnasium raises many types for unknown ids and bad kwargs
-        raise ValueError(f"cannot build env {env_id!r}: {type(error).__name__}: {error}") from error
-
-
 async def _policy_checked_in_env(model: Any, policy: str, env_id: str) -> Any:
     """Bind ``model`` to ``env_id``'s spaces and let it act once on a real first observation.
 
@@ -358,9 +348,10 @@ async def _policy_checked_in_env(model: Any, policy: str, env_id: str) -> Any:
     (CartPole's network on MountainCar's observations) fails only when it acts. Returns the
     env's contract; ValueError names the policy, the env and what failed.
     """
+    from rlmesh_gym.envs.resolve import make_env
     from rlmesh_gym.proto import env_pb2, model_pb2
 
-    env = _build_env(env_id, num_envs=1)
+    env = make_env(env_id, num_envs=1)
     try:
         contract = env.contract
         bind = getattr(model, "bind", None)
@@ -394,7 +385,7 @@ def _load_policy(args: argparse.Namespace) -> Any:
     """An unbound RuntimeModel for POLICY; it gets its spaces later through ``bind``."""
     if args.policy_factory is not None:
         return policy_from_arguments(args, deterministic=not args.stochastic)
-    from rlmesh_gym.evaluation._resolve import pretrained_module, resolve_policy
+    from rlmesh_gym.policies.resolve import pretrained_module, resolve_policy
 
     if args.policy.startswith("pretrained:"):
         shipped = pretrained_module().PRETRAINED
@@ -432,7 +423,9 @@ class _UsageError(ValueError):
 
 
 async def _remote_eval(args: argparse.Namespace) -> Any:
+    from rlmesh_gym.envs.resolve import make_env
     from rlmesh_gym.evaluation import evaluate_async
+    from rlmesh_gym.policies.resolve import default_policy
     from rlmesh_gym.serve import RemoteEnv, RemoteModel
 
     token = os.environ.get(TOKEN_VARIABLE) or None
@@ -448,7 +441,7 @@ async def _remote_eval(args: argparse.Namespace) -> Any:
                 request_timeout=args.request_timeout,
             )
         else:
-            env = _build_env(
+            env = make_env(
                 args.env_id,
                 num_envs=args.num_envs,
                 autoreset=args.autoreset,
@@ -467,7 +460,9 @@ async def _remote_eval(args: argparse.Namespace) -> Any:
             )
             policy: Any = model
         else:
-            policy = policy_from_arguments(args) or _shipped_policy(env.contract.id)
+            policy = policy_from_arguments(args)
+            if policy is None:
+                policy = default_policy(env.contract.id, served_at=args.env_address)
         result = await evaluate_async(
             env,
             policy,
@@ -498,15 +493,3 @@ async def _close_peers(model: Any, env: Any, owned_env: bool) -> None:
     finally:
         if env is not None and (owned_env or not env.closed):
             await env.close(5.0)
-
-
-def _shipped_policy(env_id: str) -> str:
-    from rlmesh_gym.evaluation._resolve import shipped_policy
-
-    reference = shipped_policy(env_id)
-    if reference is not None:
-        return reference
-    raise _UsageError(
-        f"no --policy given and no shipped policy for the env {env_id!r}; pass --policy PATH, "
-        "--policy package.module:attr, --policy random or --policy-address HOST:PORT"
-    )

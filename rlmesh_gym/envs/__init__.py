@@ -9,5 +9,6 @@ from __future__ import annotations
 
 from rlmesh_gym.envs.episodes import LaneEpisodes
 from rlmesh_gym.envs.gym_vector import GymVectorEnv, parse_autoreset_mode
+from rlmesh_gym.runtime.autoreset import AutoresetMode
 
-__all__ = ["GymVectorEnv", "LaneEpisodes", "parse_autoreset_mode"]
+__all__ = ["AutoresetMode", "GymVectorEnv", "LaneEpisodes", "parse_autoreset_mode"]

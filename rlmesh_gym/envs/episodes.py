@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rlmesh_gym.proto import env_pb2
+from rlmesh_gym.runtime.autoreset import AutoresetMode
 from rlmesh_gym.runtime.seams import CompletedEpisode
 
 __all__ = ["INTERRUPTED_BUFFER_LIMIT", "LaneEpisodes", "new_episode_id"]
@@ -41,9 +41,10 @@ _LIST_RETURNS_MAX_LANES = 16
 INTERRUPTED_BUFFER_LIMIT = 100
 """At most this many interrupted episodes wait for the next step (as in rlmesh's env server)."""
 
-_NEXT_STEP = env_pb2.AUTORESET_MODE_NEXT_STEP
-_SAME_STEP = env_pb2.AUTORESET_MODE_SAME_STEP
-_MODES = (env_pb2.AUTORESET_MODE_NEXT_STEP, env_pb2.AUTORESET_MODE_SAME_STEP, env_pb2.AUTORESET_MODE_DISABLED)
+# Wire numbers, compared on every finished episode.
+_NEXT_STEP = AutoresetMode.NEXT_STEP.wire
+_SAME_STEP = AutoresetMode.SAME_STEP.wire
+_WIRE_MODES = frozenset(mode.wire for mode in AutoresetMode)
 
 _ID_POOL_SIZE = 256
 _id_pool: list[str] = []
@@ -99,7 +100,7 @@ class LaneEpisodes:
     def __init__(self, num_envs: int, autoreset_mode: int) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be at least 1, got {num_envs}")
-        if autoreset_mode not in _MODES:
+        if autoreset_mode not in _WIRE_MODES:
             raise ValueError(
                 f"autoreset_mode must be NEXT_STEP (1), SAME_STEP (2) or DISABLED (3), got {autoreset_mode}"
             )

@@ -31,7 +31,8 @@ from typing import Any
 import gymnasium
 import numpy as np
 from gymnasium.spaces import Discrete, MultiDiscrete, Space
-from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
+from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv, VectorEnv
+from gymnasium.vector import AutoresetMode as GymAutoresetMode
 
 from rlmesh_gym.envs._infos import lane_info
 from rlmesh_gym.envs._worker_thread import DaemonThreadExecutor
@@ -40,9 +41,19 @@ from rlmesh_gym.envs.episodes import LaneEpisodes
 from rlmesh_gym.envs.one_lane import OneLaneVector, lane_zero_info
 from rlmesh_gym.envs.reset_plan import EnvResetShape, InvalidReset, ResetPlan, plan_reset
 from rlmesh_gym.proto import env_pb2, spaces_pb2
+from rlmesh_gym.runtime.autoreset import AutoresetMode
 from rlmesh_gym.runtime.errors import EnvRpcError
 from rlmesh_gym.runtime.message_form import detached, episode_metadata, reset_response, step_response
-from rlmesh_gym.runtime.seams import EnvResetBatch, EnvStepBatch, RuntimeEnv, RuntimeEnvReset, RuntimeEnvStep
+from rlmesh_gym.runtime.seams import (
+    DrainsEpisodes,
+    EnvResetBatch,
+    EnvStepBatch,
+    RendersFrames,
+    RuntimeEnv,
+    RuntimeEnvReset,
+    RuntimeEnvStep,
+    TracksEpisodeIds,
+)
 from rlmesh_gym.runtime.telemetry import EndpointTelemetry
 from rlmesh_gym.spaces import space_spec
 from rlmesh_gym.spaces.batch import SpaceBatch
@@ -53,38 +64,35 @@ __all__ = ["GymVectorEnv", "parse_autoreset_mode"]
 
 UNKNOWN_ENV_ID = "UnknownEnv-v1"
 
-_WIRE_MODE = {
-    AutoresetMode.NEXT_STEP: env_pb2.AUTORESET_MODE_NEXT_STEP,
-    AutoresetMode.SAME_STEP: env_pb2.AUTORESET_MODE_SAME_STEP,
-    AutoresetMode.DISABLED: env_pb2.AUTORESET_MODE_DISABLED,
-}
-_MODE_SPELLINGS = {
-    spelling: mode
-    for mode in AutoresetMode
-    for spelling in (mode.name.lower(), mode.value.lower(), mode.name.lower().replace("_", "-"))
-}
-_ACCEPTED_MODES = (
-    "'next_step', 'same_step' or 'disabled' (case-insensitive) or a gymnasium.vector.AutoresetMode"
-)
 _VECTORIZATIONS = ("sync", "async")
 _CONTEXT_CLOSE_TIMEOUT = 5.0  # seconds: how long a with-block's close waits for an offloaded close
 _SAME_STEP_FINAL_KEYS = frozenset({"final_obs", "_final_obs", "final_info", "_final_info"})
 
 
-def parse_autoreset_mode(value: AutoresetMode | str) -> AutoresetMode:
-    """The gymnasium autoreset mode ``value`` names.
+def parse_autoreset_mode(value: GymAutoresetMode | AutoresetMode | str) -> GymAutoresetMode:
+    """The gymnasium autoreset mode ``value`` names (see :meth:`AutoresetMode.parse` for the spellings).
 
     >>> parse_autoreset_mode("same_step"), parse_autoreset_mode("NextStep")
     (<AutoresetMode.SAME_STEP: 'SameStep'>, <AutoresetMode.NEXT_STEP: 'NextStep'>)
     """
-    if isinstance(value, AutoresetMode):
-        return value
-    if isinstance(value, str) and value.strip().lower() in _MODE_SPELLINGS:
-        return _MODE_SPELLINGS[value.strip().lower()]
-    raise ValueError(f"unknown autoreset mode {value!r}; expected {_ACCEPTED_MODES}")
+    return GymAutoresetMode[AutoresetMode.parse(value).name]
 
 
-class GymVectorEnv(RuntimeEnv):
+def check_num_envs(num_envs: object) -> int:
+    """``num_envs`` when it is a lane count (an int >= 1); ``ValueError`` otherwise."""
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
+    return num_envs
+
+
+def parse_vectorization(value: object) -> str:
+    """``"sync"`` or ``"async"`` (any case), as ``gymnasium.make_vec`` spells it; ``ValueError`` otherwise."""
+    if not isinstance(value, str) or value.strip().lower() not in _VECTORIZATIONS:
+        raise ValueError(f"unknown vectorization {value!r}; expected 'sync' or 'async'")
+    return value.strip().lower()
+
+
+class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
     """A gymnasium ``VectorEnv`` (Sync, Async or custom) or a single ``Env`` as a RuntimeEnv.
 
     Args:
@@ -131,7 +139,7 @@ class GymVectorEnv(RuntimeEnv):
         self,
         env: VectorEnv | gymnasium.Env,
         *,
-        autoreset_mode: AutoresetMode | str | None = None,
+        autoreset_mode: GymAutoresetMode | AutoresetMode | str | None = None,
         offload: bool = False,
     ) -> None:
         if isinstance(env, VectorEnv):
@@ -158,7 +166,7 @@ class GymVectorEnv(RuntimeEnv):
         if (
             isinstance(env, AsyncVectorEnv)
             and not getattr(env, "shared_memory", True)
-            and self._mode is AutoresetMode.NEXT_STEP
+            and self._mode is GymAutoresetMode.NEXT_STEP
         ):
             warnings.warn(
                 "AsyncVectorEnv(shared_memory=False) under NEXT_STEP does not clear a worker's pending "
@@ -181,11 +189,11 @@ class GymVectorEnv(RuntimeEnv):
         self._multi_discrete_nvec = (
             np.asarray(action_space.nvec, dtype=np.int64) if isinstance(action_space, MultiDiscrete) else None
         )
-        self._episodes = LaneEpisodes(num_envs, _WIRE_MODE[self._mode])
+        self._episodes = LaneEpisodes(num_envs, AutoresetMode.parse(self._mode).wire)
         self._reset_shape = EnvResetShape(
             num_envs,
             per_lane=per_lane_resets,
-            disabled=self._mode is AutoresetMode.DISABLED,
+            disabled=self._mode is GymAutoresetMode.DISABLED,
             mode_name=self._mode.name,
             env_name=type(env.unwrapped).__name__,
         )
@@ -202,8 +210,8 @@ class GymVectorEnv(RuntimeEnv):
         self._failure_where = "" if vector else " (lane 0)"  # named in errors of a single env
         # A DISABLED vector env refuses steps while a lane waits for its reset; a single env is
         # stepped as gymnasium lets it be.
-        self._disabled_vector = vector and self._mode is AutoresetMode.DISABLED
-        self._same_step = self._mode is AutoresetMode.SAME_STEP
+        self._disabled_vector = vector and self._mode is GymAutoresetMode.DISABLED
+        self._same_step = self._mode is GymAutoresetMode.SAME_STEP
         self._executor = DaemonThreadExecutor("rlmesh-gym-env") if offload else None
         self._step_env: Callable[[Any], tuple[Any, Any, Any, Any, Mapping[str, Any]]] = self._lanes.step
         self._steps_taken = 0
@@ -217,7 +225,7 @@ class GymVectorEnv(RuntimeEnv):
         cls,
         env_id: str,
         num_envs: int = 1,
-        autoreset: AutoresetMode | str = "next_step",
+        autoreset: GymAutoresetMode | AutoresetMode | str = "next_step",
         vectorization: str = "sync",
         *,
         offload: bool = False,
@@ -227,8 +235,9 @@ class GymVectorEnv(RuntimeEnv):
     ) -> GymVectorEnv:
         """Build ``num_envs`` lanes of ``env_id`` with ``gymnasium.make_vec`` and wrap them.
 
-        ``autoreset`` is ``"next_step"``, ``"same_step"`` or ``"disabled"`` (case-insensitive) or
-        a ``gymnasium.vector.AutoresetMode``; ``vectorization`` is ``"sync"`` or ``"async"``.
+        ``autoreset`` is ``"next_step"``, ``"same_step"`` or ``"disabled"`` (case-insensitive), an
+        :class:`~rlmesh_gym.runtime.AutoresetMode` or a ``gymnasium.vector.AutoresetMode``;
+        ``vectorization`` is ``"sync"`` or ``"async"``.
         ``vector_kwargs`` go to the vector env constructor, ``wrappers`` wrap each sub-env, and
         ``env_kwargs`` go to each sub-env's constructor. ``copy`` defaults to ``False`` (the
         adapter takes its own plain copy of each observation batch, cheaper than gymnasium's
@@ -240,11 +249,9 @@ class GymVectorEnv(RuntimeEnv):
         :class:`~rlmesh_gym.envs.env_ids.UnknownEnvIdError` (a ``ValueError`` and gymnasium's
         ``UnregisteredEnv``) saying so.
         """
-        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-            raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
+        check_num_envs(num_envs)
         mode = parse_autoreset_mode(autoreset)
-        if not isinstance(vectorization, str) or vectorization.strip().lower() not in _VECTORIZATIONS:
-            raise ValueError(f"unknown vectorization {vectorization!r}; expected 'sync' or 'async'")
+        vectorization = parse_vectorization(vectorization)
         kwargs = dict(vector_kwargs or {})
         if "autoreset_mode" in kwargs:
             raise ValueError("pass the autoreset mode as autoreset=..., not in vector_kwargs")
@@ -254,7 +261,7 @@ class GymVectorEnv(RuntimeEnv):
             env = gymnasium.make_vec(
                 env_id,
                 num_envs=num_envs,
-                vectorization_mode=vectorization.strip().lower(),
+                vectorization_mode=vectorization,
                 vector_kwargs=kwargs,
                 wrappers=wrappers,
                 **env_kwargs,
@@ -280,7 +287,7 @@ class GymVectorEnv(RuntimeEnv):
         return self._num_envs
 
     @property
-    def autoreset_mode(self) -> AutoresetMode:
+    def autoreset_mode(self) -> GymAutoresetMode:
         """The gymnasium autoreset mode the lanes run under (DISABLED for a single env)."""
         return self._mode
 
@@ -726,8 +733,8 @@ class GymVectorEnv(RuntimeEnv):
 
 
 def _resolve_autoreset_mode(
-    env: VectorEnv | gymnasium.Env, vector: bool, override: AutoresetMode | str | None
-) -> AutoresetMode:
+    env: VectorEnv | gymnasium.Env, vector: bool, override: GymAutoresetMode | AutoresetMode | str | None
+) -> GymAutoresetMode:
     requested = None if override is None else parse_autoreset_mode(override)
     metadata = getattr(env, "metadata", None)
     declared = metadata.get("autoreset_mode") if isinstance(metadata, Mapping) else None
@@ -741,7 +748,7 @@ def _resolve_autoreset_mode(
                 f"autoreset_mode={requested.name} disagrees with env.metadata['autoreset_mode']={mode.name}"
             )
     elif not vector:
-        mode = requested or AutoresetMode.DISABLED
+        mode = requested or GymAutoresetMode.DISABLED
     elif requested is None:
         raise ValueError(
             f"the vector env {type(env).__name__} has no metadata['autoreset_mode']; pass "
@@ -749,7 +756,7 @@ def _resolve_autoreset_mode(
         )
     else:
         mode = requested
-    if not vector and mode is not AutoresetMode.DISABLED:
+    if not vector and mode is not GymAutoresetMode.DISABLED:
         raise ValueError(
             f"a single gymnasium.Env has no autoreset, so it runs under DISABLED, not {mode.name}; "
             "wrap it in a vector env (gymnasium.vector.SyncVectorEnv([lambda: env], autoreset_mode=...)) "
@@ -761,7 +768,7 @@ def _resolve_autoreset_mode(
 def _build_contract(
     env: VectorEnv | gymnasium.Env,
     num_envs: int,
-    mode: AutoresetMode,
+    mode: GymAutoresetMode,
     observation_space: Space,
     action_space: Space,
 ) -> env_pb2.EnvContract:
@@ -770,7 +777,7 @@ def _build_contract(
         id=spec.id if spec is not None and getattr(spec, "id", None) else UNKNOWN_ENV_ID,
         render_mode=getattr(env, "render_mode", None) or "",
         num_envs=num_envs,
-        autoreset_mode=_WIRE_MODE[mode],
+        autoreset_mode=AutoresetMode.parse(mode).wire,
     )
     contract.observation_space.CopyFrom(space_spec(observation_space, name="observation_space"))
     contract.action_space.CopyFrom(space_spec(action_space, name="action_space"))

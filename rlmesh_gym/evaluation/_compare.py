@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from rlmesh_gym.evaluation._blocking import run_blocking
 from rlmesh_gym.evaluation._evaluate import EvaluationError, PolicyMismatchError, default_ids, evaluate
 from rlmesh_gym.evaluation._lane_seeds import lane_ordinal_seeds
-from rlmesh_gym.evaluation._resolve import ResolvedEnv, resolve_env
 from rlmesh_gym.evaluation._result import EvalResult
 from rlmesh_gym.evaluation._statistics import (
     DEFAULT_BOOTSTRAP_SEED,
@@ -33,10 +32,13 @@ from rlmesh_gym.evaluation._statistics import (
     probability_of_improvement,
 )
 from rlmesh_gym.runtime import RuntimeLimits
+from rlmesh_gym.runtime.autoreset import AutoresetMode
 
 if TYPE_CHECKING:  # optional extras, imported only when used
     import pandas
     from matplotlib.figure import Figure
+
+    from rlmesh_gym.envs.resolve import ResolvedEnv
 
 __all__ = ["ComparedEpisode", "Comparison", "PairedDifference", "compare"]
 
@@ -407,6 +409,8 @@ def compare(
         raise ValueError(
             f"compare needs an int seed in [0, 2**63) (the policies are paired by reset seeds), got {seed!r}"
         )
+    from rlmesh_gym.envs.resolve import resolve_env  # loads gymnasium: only when an env is resolved
+
     if isinstance(env, str):
         resolved = resolve_env(
             env, num_envs=num_envs, autoreset="disabled", vectorization=vectorization, env_kwargs=env_kwargs
@@ -415,10 +419,11 @@ def compare(
         resolved = resolve_env(
             env, num_envs=num_envs, autoreset=None, vectorization=vectorization, env_kwargs=env_kwargs
         )
-        if resolved.autoreset != "disabled":
+        if resolved.autoreset is not AutoresetMode.DISABLED:
             raise ValueError(
                 f"compare needs an env with DISABLED autoreset (every episode reset from its own seed); "
-                f"this one uses {resolved.autoreset!r}. Pass an env id, or build it with autoreset='disabled'"
+                f"this one uses {resolved.autoreset.value!r}. Pass an env id, or build it with "
+                "autoreset='disabled'"
             )
     try:
         return _compare(

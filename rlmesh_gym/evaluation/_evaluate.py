@@ -8,15 +8,15 @@ import functools
 import os
 from collections.abc import Sequence
 from time import perf_counter_ns
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlmesh_gym.evaluation._blocking import run_blocking
 from rlmesh_gym.evaluation._precision import PrecisionTarget, check_precision_arguments
 from rlmesh_gym.evaluation._progress import EpisodeProgress, progress_wanted
 from rlmesh_gym.evaluation._quotas import EpisodeQuotas, lane_quotas
-from rlmesh_gym.evaluation._resolve import ResolvedEnv, describe_policy, resolve_env, resolve_policy
 from rlmesh_gym.evaluation._result import EvalResult, EvalTimings
 from rlmesh_gym.evaluation._statistics import DEFAULT_BOOTSTRAP_SEED, DEFAULT_RESAMPLES
+from rlmesh_gym.policies.resolve import describe_policy, resolve_policy
 from rlmesh_gym.records import EpisodeRecord
 from rlmesh_gym.runtime import (
     CancellationToken,
@@ -29,6 +29,10 @@ from rlmesh_gym.runtime import (
     RuntimeSessionSpec,
 )
 from rlmesh_gym.runtime.events import EpisodeCompletedEvent, SessionStartedEvent, StepCompletedEvent
+from rlmesh_gym.runtime.seams import DrainsEpisodes, RendersFrames
+
+if TYPE_CHECKING:
+    from rlmesh_gym.envs.resolve import ResolvedEnv
 
 __all__ = ["EvaluationError", "PolicyMismatchError", "default_ids", "evaluate", "evaluate_async"]
 
@@ -243,7 +247,7 @@ class SessionEvaluation:
             num_envs=self.resolved.num_envs,
             episodes_requested=self.episodes,
             seed=self.seed,
-            autoreset=self.resolved.autoreset,
+            autoreset=self.resolved.autoreset.value,
             vectorization=self.resolved.vectorization,
             session_id=self.session_id,
             route_id=self.route_id,
@@ -297,7 +301,9 @@ class SessionEvaluation:
                 from rlmesh_gym.recording import EpisodeRecorder
 
                 frame_lanes = getattr(self.record, "frame_lanes", ())
-                render_frames = getattr(resolved.env, "render_frames", None)
+                render_frames = (
+                    resolved.env.render_frames if isinstance(resolved.env, RendersFrames) else None
+                )
                 if frame_lanes and render_frames is not None:
                     render_frames = functools.partial(render_frames, lanes=frame_lanes)
                 recorder = EpisodeRecorder(
@@ -426,11 +432,9 @@ class SessionEvaluation:
 
 
 def _drain_episodes(env: Any) -> None:
-    # GymVectorEnv.drain_episodes (and any env offering it) ends the running episodes as
-    # truncated and returns them; they belong to no evaluation, so they are dropped.
-    drain = getattr(env, "drain_episodes", None)
-    if callable(drain):
-        drain()
+    # The episodes still running belong to no evaluation, so they are dropped.
+    if isinstance(env, DrainsEpisodes):
+        env.drain_episodes()
 
 
 def _describe_spaces(contract: Any) -> str:
@@ -492,6 +496,8 @@ def _prepare(
     hooks = check_run_arguments(episodes, seed, max_steps, hooks, limits)
     max_episodes = check_precision_arguments(target_ci, max_episodes, episodes)
     env_kwargs = _frame_env_kwargs(env, record, env_kwargs)
+    from rlmesh_gym.envs.resolve import resolve_env  # loads gymnasium: only when an env is resolved
+
     resolved = resolve_env(
         env, num_envs=num_envs, autoreset=autoreset, vectorization=vectorization, env_kwargs=env_kwargs
     )

@@ -44,8 +44,8 @@ from rlmesh_gym.evaluation._evaluate import (
 )
 from rlmesh_gym.evaluation._progress import EpisodeProgress, progress_wanted
 from rlmesh_gym.evaluation._quotas import lane_quotas
-from rlmesh_gym.evaluation._resolve import ResolvedEnv, autoreset_name, describe_policy, resolve_policy
 from rlmesh_gym.evaluation._result import EvalResult, EvalTimings, FleetServer
+from rlmesh_gym.policies.resolve import describe_policy, resolve_policy
 from rlmesh_gym.records import EpisodeRecord
 from rlmesh_gym.runtime import (
     EnvRpcError,
@@ -54,6 +54,7 @@ from rlmesh_gym.runtime import (
     RuntimeHooks,
     RuntimeLimits,
 )
+from rlmesh_gym.runtime.autoreset import AutoresetMode
 
 __all__ = ["ON_SERVER_FAILURE", "evaluate_fleet", "evaluate_fleet_async", "fleet_route_id"]
 
@@ -220,7 +221,7 @@ class _Fleet:
         for server in servers:
             server.quotas = list(quotas[server.first_lane : server.first_lane + server.num_envs])
         self.env_id = contract.id or "env"
-        self.autoreset = autoreset_name(contract.autoreset_mode)
+        self.autoreset = AutoresetMode.from_wire(contract.autoreset_mode)
         self.session = self.session_id or default_ids(self.env_id, first_lane)[0]
 
         bar = None
@@ -294,6 +295,8 @@ class _Fleet:
     ) -> list[_Outcome]:
         """Run one session per planned server at once; stop the others when one fails (unless
         reassigning). Every session's env is closed by the time this returns."""
+        from rlmesh_gym.envs.resolve import ResolvedEnv  # loads gymnasium, so only when a fleet runs
+
         evaluations: list[tuple[_Server, SessionEvaluation, Any]] = []
         try:
             for server, env, quotas in plan:
@@ -417,7 +420,7 @@ class _Fleet:
             num_envs=num_envs,
             episodes_requested=self.episodes,
             seed=self.seed,
-            autoreset=self.autoreset,
+            autoreset=self.autoreset.value,
             vectorization=None,
             session_id=self.session,
             route_id=",".join(route for server in servers for route in server.route_ids),
@@ -531,7 +534,7 @@ def _contract_key(contract: Any) -> tuple[Any, ...]:
         contract.id,
         contract.observation_space.SerializeToString(deterministic=True),
         contract.action_space.SerializeToString(deterministic=True),
-        autoreset_name(contract.autoreset_mode),
+        AutoresetMode.from_wire(contract.autoreset_mode).value,
     )
 
 

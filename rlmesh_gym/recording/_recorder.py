@@ -43,7 +43,7 @@ from rlmesh_gym.recording._format import FORMAT_NAME, FORMAT_VERSION, MAX_LANES,
 from rlmesh_gym.recording._lanes import LaneValues
 from rlmesh_gym.recording._options import RecordingOptions
 from rlmesh_gym.records import EpisodeRecord
-from rlmesh_gym.runtime import RuntimeHooks
+from rlmesh_gym.runtime import AutoresetMode, RuntimeHooks
 from rlmesh_gym.runtime.events import (
     ActionReceivedEvent,
     EpisodeCompletedEvent,
@@ -54,16 +54,10 @@ from rlmesh_gym.runtime.events import (
     StepCompletedEvent,
 )
 
-__all__ = ["AUTORESET_NAMES", "EpisodeRecorder"]
+__all__ = ["EpisodeRecorder"]
 
 _log = logging.getLogger("rlmesh_gym.recording")
 
-AUTORESET_NAMES = {
-    env_pb2.AUTORESET_MODE_UNSPECIFIED: "unspecified",
-    env_pb2.AUTORESET_MODE_NEXT_STEP: "next_step",
-    env_pb2.AUTORESET_MODE_SAME_STEP: "same_step",
-    env_pb2.AUTORESET_MODE_DISABLED: "disabled",
-}
 
 # A lane's episode is written in chunks once the step buffer holds this many steps, which
 # bounds memory for very long episodes.
@@ -215,7 +209,7 @@ class EpisodeRecorder(RuntimeHooks):
                 "env_id": contract.id if env_id is None else str(env_id),
                 "contract": contract.SerializeToString(deterministic=True),
                 "num_envs": num_envs,
-                "autoreset_mode": AUTORESET_NAMES.get(contract.autoreset_mode, str(contract.autoreset_mode)),
+                "autoreset_mode": _header_autoreset(contract.autoreset_mode),
                 "base_seed": base_seed,
                 "options": options.to_dict(),
                 **({} if stored_kwargs is None else {"env_kwargs": stored_kwargs}),
@@ -549,3 +543,17 @@ def _storable_kwargs(env_kwargs: Mapping[str, Any] | None) -> tuple[dict[str, An
         warnings.warn(f"EpisodeRecorder: {note}", RuntimeWarning, stacklevel=3)
         return None, note
     return kwargs, None
+
+
+def _header_autoreset(wire: int) -> str:
+    """The header's ``autoreset_mode``: the mode's spelling; the contract's word where it has no mode.
+
+    An UNSPECIFIED contract runs as DISABLED, but the header keeps what the contract said
+    (``"unspecified"``), and a number this build does not know stays that number.
+    """
+    if wire == env_pb2.AUTORESET_MODE_UNSPECIFIED:
+        return "unspecified"
+    try:
+        return AutoresetMode.from_wire(wire).value
+    except ValueError:
+        return str(wire)

@@ -140,10 +140,9 @@ def _make_env(env: Any, header: RecordingHeader) -> tuple[Any, bool]:
         env = header.env_id
         kwargs = dict(header.env_kwargs or {})
     if isinstance(env, str):
-        try:
-            return gymnasium.make(env, **kwargs), True
-        except gymnasium.error.Error as exc:
-            raise ValueError(f"cannot make env {env!r} for the replay: {exc}") from exc
+        from rlmesh_gym.envs.resolve import make_gym_env
+
+        return make_gym_env(env, **kwargs), True
     if not isinstance(env, gymnasium.Env):
         raise TypeError(
             f"replay_episode: env must be a gymnasium.Env, an env id or None, got {type(env).__name__}"

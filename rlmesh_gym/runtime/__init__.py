@@ -13,6 +13,7 @@ Event classes live in :mod:`rlmesh_gym.runtime.events`, errors in
 """
 
 from rlmesh_gym.runtime import errors, events
+from rlmesh_gym.runtime.autoreset import AutoresetMode
 from rlmesh_gym.runtime.cancellation import CancellationToken
 from rlmesh_gym.runtime.driver import RuntimeDriver
 from rlmesh_gym.runtime.errors import (
@@ -34,11 +35,14 @@ from rlmesh_gym.runtime.seams import (
     RuntimeEnvStep,
     RuntimeModel,
     RuntimeModelPrediction,
+    is_runtime_env,
+    is_runtime_model,
 )
 from rlmesh_gym.runtime.seeds import reset_seed
 from rlmesh_gym.runtime.spec import RuntimeLimits, RuntimeReport, RuntimeSessionSpec
 
 __all__ = [
+    "AutoresetMode",
     "CancellationToken",
     "CompositeHooks",
     "EnvRpcError",
@@ -64,5 +68,7 @@ __all__ = [
     "RuntimeSessionSpec",
     "errors",
     "events",
+    "is_runtime_env",
+    "is_runtime_model",
     "reset_seed",
 ]

@@ -59,8 +59,9 @@ from functools import partial
 from time import perf_counter_ns
 from typing import Any, cast
 
-from rlmesh_gym.proto import env_pb2, model_pb2, spaces_pb2
+from rlmesh_gym.proto import model_pb2, spaces_pb2
 from rlmesh_gym.runtime import _guard
+from rlmesh_gym.runtime.autoreset import AutoresetMode
 from rlmesh_gym.runtime.cancellation import CancellationToken
 from rlmesh_gym.runtime.errors import (
     EnvRpcError,
@@ -122,7 +123,6 @@ _log = logging.getLogger("rlmesh_gym.runtime")
 _CoroutineType = types.CoroutineType
 _STEP_OBSERVATION = RequestPhase.STEP_OBSERVATION.value
 _RESET_OBSERVATION = RequestPhase.RESET_OBSERVATION.value
-_OBSERVATIONAL_MODES = (env_pb2.AUTORESET_MODE_NEXT_STEP, env_pb2.AUTORESET_MODE_SAME_STEP)
 
 
 def _reason_of(error: BaseException) -> str:
@@ -307,7 +307,7 @@ class RuntimeDriver:
         self._window_ns = (
             round(limits.telemetry_window * 1e9) if limits.telemetry_window != math.inf else None
         )
-        self._observational = contract.autoreset_mode in _OBSERVATIONAL_MODES
+        self._observational = AutoresetMode.from_wire(contract.autoreset_mode).observational
         # The seams in array form: in-process adapters are used as they are, message-form peers
         # through their ports (the one place where the two forms convert).
         env, model = self.env, self.model

@@ -24,6 +24,7 @@ on each seam.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -38,15 +39,21 @@ __all__ = [
     "ArrayPredictContext",
     "ArrayRuntimeEnv",
     "ArrayRuntimeModel",
+    "BindableModel",
     "CompletedEpisode",
+    "DrainsEpisodes",
     "EnvResetBatch",
     "EnvStepBatch",
     "ModelActionBatch",
+    "RendersFrames",
     "RuntimeEnv",
     "RuntimeEnvReset",
     "RuntimeEnvStep",
     "RuntimeModel",
     "RuntimeModelPrediction",
+    "TracksEpisodeIds",
+    "is_runtime_env",
+    "is_runtime_model",
 ]
 
 
@@ -121,6 +128,87 @@ class RuntimeModel(Protocol):
     async def close_route(self, request: model_pb2.CloseRouteRequest, timeout: float) -> None:
         """End the route within ``timeout`` seconds."""
         return None
+
+
+def is_runtime_env(obj: object) -> bool:
+    """Whether ``obj`` is a ready message-form env: ``reset`` and ``step`` are ``async def``
+    methods and it has a ``contract`` (docs/design/runtime.md#seam-rule).
+
+    ``isinstance(obj, RuntimeEnv)`` is not this test: a runtime-checkable protocol checks only
+    that the names exist, and a plain ``gymnasium.Env`` has ``reset``, ``step`` and ``close`` too.
+
+    >>> class GymnasiumLike:
+    ...     def reset(self, seed=None): ...
+    ...     def step(self, action): ...
+    >>> class Env(GymnasiumLike):
+    ...     contract = env_pb2.EnvContract()
+    ...     async def reset(self, request): ...
+    ...     async def step(self, request): ...
+    >>> is_runtime_env(GymnasiumLike()), is_runtime_env(Env())
+    (False, True)
+    """
+    return hasattr(obj, "contract") and all(
+        inspect.iscoroutinefunction(getattr(obj, name, None)) for name in ("reset", "step")
+    )
+
+
+def is_runtime_model(obj: object) -> bool:
+    """Whether ``obj`` is a ready message-form model: ``predict`` is an ``async def`` method
+    (docs/design/runtime.md#seam-rule). A plain callable or an ``nn.Module`` is not one.
+
+    >>> class Model:
+    ...     async def predict(self, request): ...
+    >>> is_runtime_model(Model()), is_runtime_model(lambda observations: observations)
+    (True, False)
+    """
+    return inspect.iscoroutinefunction(getattr(obj, "predict", None))
+
+
+# -- optional capabilities ----------------------------------------------------------------------
+# What an env or a model may offer beyond its seam. Callers test for one with ``isinstance`` and
+# do without it otherwise (docs/design/runtime.md#seam-rule); GymVectorEnv has the env ones.
+
+
+@runtime_checkable
+class DrainsEpisodes(Protocol):
+    """An env that can end its running episodes on demand.
+
+    ``drain_episodes()`` ends every running episode as truncated and returns them (after any
+    interrupted ones); the env stays open and every lane is idle until the next reset. An env
+    server sends them as ``CloseResponse.final_episodes``; ``evaluate()`` drops them when it
+    reuses an env it did not build.
+    """
+
+    def drain_episodes(self) -> list[env_pb2.EpisodeMetadata]: ...
+
+
+@runtime_checkable
+class RendersFrames(Protocol):
+    """An env that can render one RGB frame per lane (for recordings and an env server's Render).
+
+    ``render_frames(lanes)`` returns one ``uint8`` array of shape ``(H, W, 3)`` or ``None`` per
+    lane; with ``lanes``, only those need to be rendered.
+    """
+
+    def render_frames(self, lanes: Sequence[int] | None = None) -> list[np.ndarray | None]: ...
+
+
+@runtime_checkable
+class TracksEpisodeIds(Protocol):
+    """An env that says which episode each lane is in (``""`` for a lane with none), so an env
+    server can check upstream's rule that every lane stepped has an episode."""
+
+    @property
+    def episode_ids(self) -> Sequence[str]: ...
+
+
+@runtime_checkable
+class BindableModel(Protocol):
+    """A model built without spaces that takes them later: ``bind(contract)`` configures it (in
+    place, returning ``None``, or returning the bound model). A ``ModelServer`` binds it to each
+    route's contract; ``resolve_policy`` binds it to the evaluated env's."""
+
+    def bind(self, contract: env_pb2.EnvContract, /) -> object: ...
 
 
 # -- the array form ---------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
 from rlmesh_gym.proto import env_pb2, spaces_pb2
+from rlmesh_gym.runtime.autoreset import AutoresetMode
 from rlmesh_gym.runtime.errors import InvalidSpecError
 from rlmesh_gym.runtime.events import RuntimeRouteContext
 from rlmesh_gym.runtime.seeds import INT64_MAX, INT64_MIN
@@ -54,12 +55,6 @@ COMPLETED_REQUESTED_EPISODES = "completed requested episodes"
 """The reason of a session that ended because ``max_episodes`` episodes completed."""
 
 _UINT64_MAX = (1 << 64) - 1
-_KNOWN_AUTORESET_MODES = (
-    env_pb2.AUTORESET_MODE_UNSPECIFIED,
-    env_pb2.AUTORESET_MODE_NEXT_STEP,
-    env_pb2.AUTORESET_MODE_SAME_STEP,
-    env_pb2.AUTORESET_MODE_DISABLED,
-)
 
 
 def _seconds_to_ms(seconds: float, ceiling: int) -> int:
@@ -280,12 +275,10 @@ class RuntimeSessionSpec:
                 f"runtime cannot drive workflow edition {shown}; this build implements "
                 f"{_rust_debug_str(CURRENT_WORKFLOW_EDITION)}"
             )
-        mode = contract.autoreset_mode
-        if mode not in _KNOWN_AUTORESET_MODES:
-            return (
-                f"unknown autoreset mode {mode} on the wire; this build supports UNSPECIFIED, "
-                "NEXT_STEP, SAME_STEP, DISABLED only"
-            )
+        try:
+            AutoresetMode.from_wire(contract.autoreset_mode)
+        except ValueError as error:
+            return str(error)
         # The seed's rules 11 (SAME_STEP) and 12 (vectorised DISABLED/UNSPECIFIED) are the two
         # deliberate extensions: both are accepted (module docstring).
         if contract.num_envs and contract.num_envs != num_envs:

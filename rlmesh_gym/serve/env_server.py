@@ -52,7 +52,13 @@ import numpy as np
 
 from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.runtime.errors import EnvRpcError, OperationTimeoutError
-from rlmesh_gym.runtime.seams import RuntimeEnv
+from rlmesh_gym.runtime.seams import (
+    DrainsEpisodes,
+    RendersFrames,
+    RuntimeEnv,
+    TracksEpisodeIds,
+    is_runtime_env,
+)
 from rlmesh_gym.serve._calls import wait_for_call
 from rlmesh_gym.serve._lifecycle import ServerLifecycle
 from rlmesh_gym.serve._session import SessionGuard
@@ -137,17 +143,17 @@ class EnvServer(ServerLifecycle):
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         strict_autoreset_reward: bool = False,
     ) -> None:
-        contract = getattr(env, "contract", None)
+        if not is_runtime_env(env):
+            raise TypeError(
+                "EnvServer needs a RuntimeEnv (async reset() and step() and a .contract), such as "
+                f"GymVectorEnv; got {type(env).__module__}.{type(env).__qualname__}"
+            )
+        contract = env.contract  # type: ignore[attr-defined]
         if not isinstance(contract, env_pb2.EnvContract):
             raise TypeError(
-                f"EnvServer needs an env with a .contract (EnvContract), such as GymVectorEnv; "
-                f"got {type(env).__name__} whose contract is {type(contract).__name__}"
+                f"EnvServer needs an env whose .contract is an EnvContract; {type(env).__name__}'s is "
+                f"{type(contract).__name__}"
             )
-        for method in ("reset", "step"):
-            if not callable(getattr(env, method, None)):
-                raise TypeError(
-                    f"EnvServer needs a RuntimeEnv; {type(env).__name__} has no {method}() method"
-                )
         if idle_timeout is not None and not idle_timeout > 0:
             raise ValueError(f"idle_timeout must be > 0 seconds or None, got {idle_timeout!r}")
         super().__init__(
@@ -352,10 +358,9 @@ class EnvServer(ServerLifecycle):
 
     def _check_lanes_have_episodes(self) -> None:
         """Upstream's NEXT_STEP rule: every lane stepped has an episode or a pending autoreset."""
-        ids = getattr(self._env, "episode_ids", None)
-        if ids is None:
+        if not isinstance(self._env, TracksEpisodeIds):
             return  # the env does not say; it checks for itself
-        for lane, episode in enumerate(ids):
+        for lane, episode in enumerate(self._env.episode_ids):
             if not episode and lane not in self._awaiting_autoreset:
                 raise _RequestFailed(
                     _INTERNAL,
@@ -415,10 +420,10 @@ class EnvServer(ServerLifecycle):
                 _INVALID_ACTION,
                 f"render mask selects lane {lane}, but the env has lanes 0..{self._num_envs - 1}",
             )
-        render_frames = getattr(self._env, "render_frames", None)
         response.render.SetInParent()
-        if render_frames is None or self._contract.render_mode != "rgb_array":
+        if not isinstance(self._env, RendersFrames) or self._contract.render_mode != "rgb_array":
             return  # this env does not render frames: no png_frame, as upstream
+        render_frames = self._env.render_frames
         started = time.monotonic()
         try:
             frames = await self._calls.call(render_frames)
@@ -433,8 +438,9 @@ class EnvServer(ServerLifecycle):
     def _submit_drain(self) -> asyncio.Future[list[env_pb2.EpisodeMetadata]] | None:
         """Queue the env's ``drain_episodes`` behind its earlier calls (``None``: it has none)."""
         self._awaiting_autoreset.clear()
-        drain = getattr(self._env, "drain_episodes", None)
-        return None if drain is None else self._calls.submit(drain)
+        if not isinstance(self._env, DrainsEpisodes):
+            return None
+        return self._calls.submit(self._env.drain_episodes)
 
     async def _drain(
         self, pending: asyncio.Future[list[env_pb2.EpisodeMetadata]] | None, timeout: float | None = None

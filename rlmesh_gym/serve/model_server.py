@@ -45,13 +45,12 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from itertools import count
-from typing import Protocol, TypeGuard
 
 import grpc
 
 from rlmesh_gym.proto import env_pb2, model_pb2, spaces_pb2
 from rlmesh_gym.runtime.errors import RuntimeDriverError
-from rlmesh_gym.runtime.seams import RuntimeModel
+from rlmesh_gym.runtime.seams import BindableModel, RuntimeModel, is_runtime_model
 from rlmesh_gym.serve._lifecycle import ServerLifecycle
 from rlmesh_gym.serve._session import SessionGuard
 from rlmesh_gym.serve._telemetry import endpoint_telemetry
@@ -119,9 +118,11 @@ class ModelServer(ServerLifecycle):
         close_timeout: float = 5.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
-        if not callable(getattr(model, "predict", None)):
+        if not is_runtime_model(model):
             raise TypeError(
-                f"ModelServer needs a RuntimeModel; {type(model).__name__} has no predict() method"
+                "ModelServer needs a RuntimeModel (an async predict()); got "
+                f"{type(model).__module__}.{type(model).__qualname__} "
+                "(rlmesh_gym.policies.resolve.resolve_policy turns modules, callables and files into one)"
             )
         if idle_timeout is not None and not idle_timeout > 0:
             raise ValueError(f"idle_timeout must be > 0 seconds or None, got {idle_timeout!r}")
@@ -262,7 +263,7 @@ class ModelServer(ServerLifecycle):
             raise _RequestFailed(
                 _INVALID_REQUEST, f"route {_route_name(key)} is already configured by another model session"
             )
-        if _bindable(self._model):
+        if isinstance(self._model, BindableModel):
             await self._bind(contract, key)
         stored = env_pb2.EnvContract()
         stored.CopyFrom(contract)
@@ -300,7 +301,8 @@ class ModelServer(ServerLifecycle):
             model = copy.deepcopy(self._unbound_model)
         async with self._model_lock:
             try:
-                if not _bindable(model):  # never: only a model with bind() is bound (see the caller)
+                # Never true: only a model with bind() is bound (see the caller).
+                if not isinstance(model, BindableModel):
                     raise TypeError(f"{type(model).__name__} has no bind() method")
                 await self._calls.call(model.bind, contract)
             except Exception as error:
@@ -415,17 +417,6 @@ def _fingerprint(observation: spaces_pb2.SpaceSpec, action: spaces_pb2.SpaceSpec
     )
 
 
-class _BindableModel(RuntimeModel, Protocol):
-    """A model that can be bound to an env's spaces (such as a policy loaded without them)."""
-
-    def bind(self, contract: env_pb2.EnvContract, /) -> object: ...
-
-
-def _bindable(model: RuntimeModel) -> TypeGuard[_BindableModel]:
-    """Whether ``model`` has a callable ``bind`` (the server binds it to each route's contract)."""
-    return callable(getattr(model, "bind", None))
-
-
 def _model_spaces_fingerprint(model: RuntimeModel) -> bytes | None:
     """The spaces a model is already bound to (its ``observation_spec``/``action_spec``), else ``None``."""
     observation, action = getattr(model, "observation_spec", None), getattr(model, "action_spec", None)
@@ -436,7 +427,7 @@ def _model_spaces_fingerprint(model: RuntimeModel) -> bytes | None:
 
 def _unbound_copy(model: RuntimeModel) -> RuntimeModel | None:
     """A deep copy of an unbound, bind-able model (``None`` when it cannot be copied)."""
-    if not _bindable(model):
+    if not isinstance(model, BindableModel):
         return None
     try:
         return copy.deepcopy(model)

@@ -249,11 +249,12 @@ def test_unknown_env_id():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
+        # The same words as GymVectorEnv.make's: envs.resolve checks these options for every path.
         (
             dict(autoreset="sometimes"),
-            "autoreset must be one of 'next_step', 'same_step', 'disabled'; got 'sometimes'",
+            "unknown autoreset mode 'sometimes'; expected 'next_step', 'same_step' or 'disabled'",
         ),
-        (dict(vectorization="gpu"), "vectorization must be one of 'sync', 'async'; got 'gpu'"),
+        (dict(vectorization="gpu"), "unknown vectorization 'gpu'; expected 'sync' or 'async'"),
         (dict(episodes=0), "episodes must be an int >= 1, got 0"),
         (dict(num_envs=0), "num_envs must be an int >= 1, got 0"),
         (dict(seed=-1), r"seed must be None or an int in \[0, 2\*\*63\), got -1"),

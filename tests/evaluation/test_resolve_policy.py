@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from rlmesh_gym.evaluation import evaluate
-from rlmesh_gym.evaluation._resolve import resolve_policy, shipped_policy
 from rlmesh_gym.policies import CallablePolicy, RandomPolicy, TorchPolicy
+from rlmesh_gym.policies.resolve import resolve_policy, shipped_policy
 from rlmesh_gym.spaces import space_spec
 
 pytest.importorskip("gymnasium")
@@ -87,3 +87,23 @@ def test_shipped_policy_names_the_pretrained_reference_for_an_env_id():
         "CartPole-v1", shipped_policy("CartPole-v1"), episodes=2, num_envs=2, seed=0, progress=False
     )
     assert result.mean_return == 500.0
+
+
+def test_default_policy_is_the_shipped_one_else_a_clear_error():
+    from rlmesh_gym._audience import command_line_audience
+    from rlmesh_gym.policies.resolve import default_policy
+
+    assert default_policy("CartPole-v1") == shipped_policy("CartPole-v1") == "pretrained:cartpole"
+    with pytest.raises(
+        ValueError, match=r"^no policy given and no shipped policy for 'Acrobot-v1'; pass a policy"
+    ):
+        default_policy("Acrobot-v1")
+    with (
+        command_line_audience(),
+        pytest.raises(
+            ValueError,
+            match=r"^no --policy given and no shipped policy for 'Acrobot-v1' served at 127.0.0.1:5; "
+            r"pass --policy PATH, .* or --policy-address HOST:PORT$",
+        ),
+    ):
+        default_policy("Acrobot-v1", served_at="127.0.0.1:5")

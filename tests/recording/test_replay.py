@@ -195,7 +195,7 @@ def test_bad_episode_keys_and_envs(rec_path):
         replay_episode(recording, "nope")
     with pytest.raises(TypeError, match="env must be a gymnasium.Env, an env id or None"):
         replay_episode(recording, 0, env=3)
-    with pytest.raises(ValueError, match="cannot make env 'NoSuchEnv-v0'"):
+    with pytest.raises(ValueError, match="unknown env id 'NoSuchEnv-v0'"):  # envs.resolve's error
         replay_episode(recording, 0, env="NoSuchEnv-v0")
     with pytest.raises(ValueError, match="atol must be a float >= 0"):
         replay_episode(recording, 0, atol=-1)

@@ -128,7 +128,7 @@ def test_serve_policy_binds_at_startup_from_a_running_env_server(no_leaked_threa
 @pytest.mark.parametrize(
     ("argv", "code", "message"),
     [
-        (["serve-env", "NoSuchEnv-v9", "--address", "127.0.0.1:0"], 2, "cannot build env 'NoSuchEnv-v9'"),
+        (["serve-env", "NoSuchEnv-v9", "--address", "127.0.0.1:0"], 2, "unknown env id 'NoSuchEnv-v9'"),
         (["serve-env", "CartPole-v1", "--num-envs", "0"], 2, "--num-envs must be at least 1"),
         (["serve-env", "CartPole-v1", "--address", "nowhere"], 2, "expected 'HOST:PORT'"),
         (["serve-env", "CartPole-v1", "--edition-pin", "b4"], 2, "unknown edition pin 'b4'"),

@@ -1,5 +1,11 @@
-"""Turn what users pass to ``evaluate()`` (env ids, gymnasium envs, modules, callables, paths,
-names) into the runtime's two seams: a ``RuntimeEnv`` and a ``RuntimeModel``."""
+"""Turn what users name as a policy (a module, a callable, a file, ``"random"``,
+``"pretrained:NAME"``, ``"sb3:PATH.zip"``, ``"package.module:attr"``, a RuntimeModel) into the
+``RuntimeModel`` the driver or a ``ModelServer`` runs; used by ``evaluate()``, ``compare()``,
+the fleet and the command line (docs/design/layering.md#inputs).
+
+:func:`resolve_policy` is the entry point; :func:`default_policy` is the rule for "no policy
+given" (the policy shipped for the env id, else a clear error).
+"""
 
 from __future__ import annotations
 
@@ -7,178 +13,24 @@ import importlib
 import inspect
 import os
 import sys
-from dataclasses import dataclass
 from typing import Any
 
+from rlmesh_gym._audience import fix
 from rlmesh_gym.proto import env_pb2
+from rlmesh_gym.runtime.seams import BindableModel, is_runtime_model
 
 __all__ = [
-    "AUTORESET_NAMES",
-    "ResolvedEnv",
-    "autoreset_name",
+    "default_policy",
     "describe_policy",
     "import_reference",
     "load_policy_object",
-    "resolve_env",
+    "pretrained_module",
     "resolve_policy",
     "shipped_policy",
 ]
 
-AUTORESET_NAMES = ("next_step", "same_step", "disabled")
-VECTORIZATIONS = ("sync", "async")
-_MODE_NAMES = {
-    env_pb2.AUTORESET_MODE_NEXT_STEP: "next_step",
-    env_pb2.AUTORESET_MODE_SAME_STEP: "same_step",
-    env_pb2.AUTORESET_MODE_DISABLED: "disabled",
-    # The driver treats UNSPECIFIED as DISABLED (docs/design/wire.md#env-contract).
-    env_pb2.AUTORESET_MODE_UNSPECIFIED: "disabled",
-}
 _PRETRAINED_PREFIX = "pretrained:"
 _SB3_PREFIX = "sb3:"
-
-
-def autoreset_name(mode: int) -> str:
-    """The ``evaluate()`` spelling of a contract's ``autoreset_mode``."""
-    try:
-        return _MODE_NAMES[mode]
-    except KeyError:
-        raise ValueError(f"env contract has unknown autoreset mode {mode}") from None
-
-
-def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
-    if not isinstance(value, str) or value.lower() not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
-    return value.lower()
-
-
-@dataclass(slots=True)
-class ResolvedEnv:
-    """A ``RuntimeEnv`` ready for the driver, and whether ``evaluate()`` made it (and so closes it)."""
-
-    env: Any
-    env_id: str
-    num_envs: int
-    autoreset: str
-    vectorization: str | None
-    owned: bool
-
-
-def _is_runtime_env(obj: Any) -> bool:
-    return hasattr(obj, "contract") and all(
-        inspect.iscoroutinefunction(getattr(obj, name, None)) for name in ("reset", "step")
-    )
-
-
-def _gym_env_id(env: Any, contract: env_pb2.EnvContract) -> str:
-    if contract.id:
-        return contract.id
-    spec = getattr(env, "spec", None)
-    return getattr(spec, "id", None) or type(env).__name__
-
-
-def resolve_env(
-    env: Any,
-    *,
-    num_envs: int | None,
-    autoreset: str | None,
-    vectorization: str | None,
-    env_kwargs: dict[str, Any] | None,
-) -> ResolvedEnv:
-    """Build or wrap ``env`` as a ``RuntimeEnv``.
-
-    * an env id (``str``): ``GymVectorEnv.make(env_id, num_envs, autoreset, vectorization,
-      **env_kwargs)``; owned (closed at the end);
-    * a ``gymnasium.Env`` or ``gymnasium.vector.VectorEnv``: wrapped in ``GymVectorEnv``; not owned;
-    * a ``GymVectorEnv`` or any ``RuntimeEnv`` with a ``contract`` (e.g. a remote env): used as
-      is; not owned.
-
-    For an env that already exists, ``num_envs`` / ``autoreset`` default to its own and must
-    match it when given; ``vectorization`` and ``env_kwargs`` apply to env ids only.
-    """
-    if num_envs is not None and (isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1):
-        raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
-    if autoreset is not None:
-        autoreset = _check_choice("autoreset", autoreset, AUTORESET_NAMES)
-    if vectorization is not None:
-        vectorization = _check_choice("vectorization", vectorization, VECTORIZATIONS)
-
-    if isinstance(env, str):
-        return _make_env(env, num_envs or 1, autoreset or "next_step", vectorization or "sync", env_kwargs)
-
-    if env_kwargs:
-        raise ValueError("env_kwargs apply only when env is an env id; build the env with them yourself")
-    if vectorization is not None:
-        raise ValueError(
-            "vectorization applies only when env is an env id; this env was built already "
-            "(pass an env id, or build a gymnasium SyncVectorEnv/AsyncVectorEnv yourself)"
-        )
-    if _is_runtime_env(env):
-        runtime_env = env
-    else:
-        runtime_env = _wrap_gymnasium(env)
-    contract = runtime_env.contract
-    lanes = int(contract.num_envs) or int(getattr(runtime_env, "num_envs", 0) or 1)
-    mode = autoreset_name(contract.autoreset_mode)
-    if num_envs is not None and num_envs != lanes:
-        raise ValueError(
-            f"num_envs={num_envs} does not match the env passed in, which has {lanes} lane(s); "
-            "leave num_envs unset for an env you built, or pass an env id"
-        )
-    if autoreset is not None and autoreset != mode:
-        raise ValueError(
-            f"autoreset={autoreset!r} does not match the env passed in, which uses {mode!r}; "
-            "leave autoreset unset for an env you built, or pass an env id"
-        )
-    return ResolvedEnv(
-        env=runtime_env,
-        env_id=_gym_env_id(env, contract),
-        num_envs=lanes,
-        autoreset=mode,
-        vectorization=None,
-        owned=False,
-    )
-
-
-def _make_env(
-    env_id: str, num_envs: int, autoreset: str, vectorization: str, env_kwargs: dict[str, Any] | None
-) -> ResolvedEnv:
-    from rlmesh_gym.envs import GymVectorEnv
-
-    # An unknown id raises UnknownEnvIdError (a ValueError) naming the module:EnvId form.
-    runtime_env = GymVectorEnv.make(
-        env_id,
-        num_envs=num_envs,
-        autoreset=autoreset,
-        vectorization=vectorization,
-        # The adapter takes its own plain copy of each observation batch, so the vector env's
-        # deep copy (copy=True, gymnasium's default) would be wasted work.
-        vector_kwargs={"copy": False},
-        **(env_kwargs or {}),
-    )
-    return ResolvedEnv(
-        env=runtime_env,
-        env_id=env_id,
-        num_envs=num_envs,
-        autoreset=autoreset,
-        vectorization=vectorization,
-        owned=True,
-    )
-
-
-def _wrap_gymnasium(env: Any) -> Any:
-    import gymnasium
-
-    from rlmesh_gym.envs import GymVectorEnv
-
-    if isinstance(env, (gymnasium.Env, gymnasium.vector.VectorEnv)):
-        return GymVectorEnv(env)
-    raise TypeError(
-        "env must be an env id (str), a gymnasium Env or VectorEnv, a GymVectorEnv, or a RuntimeEnv "
-        f"with a .contract; got {type(env).__module__}.{type(env).__qualname__}"
-    )
-
-
-# -- policies -------------------------------------------------------------------------------
 
 
 def _torch_loaded() -> Any:
@@ -206,10 +58,6 @@ def _takes_tensors(fn: Any) -> bool:
     if isinstance(annotation, str):  # postponed annotations: compare the written name
         return annotation in ("torch.Tensor", "Tensor")
     return torch is not None and annotation is torch.Tensor
-
-
-def _is_runtime_model(obj: Any) -> bool:
-    return inspect.iscoroutinefunction(getattr(obj, "predict", None))
 
 
 def describe_policy(policy: Any) -> str:
@@ -250,6 +98,28 @@ def shipped_policy(env_id: str) -> str | None:
         if entry.env_id == env_id:
             return f"{_PRETRAINED_PREFIX}{name}"
     return None
+
+
+def default_policy(env_id: str, *, served_at: str | None = None) -> str:
+    """The policy to use when none is given: the shipped policy for ``env_id``.
+
+    ``served_at`` names the server whose env this is, for the message.
+
+    Raises:
+        ValueError: no policy is shipped for ``env_id`` (the message says what to pass instead).
+        ImportError: torch, which the shipped policies need, is not installed.
+    """
+    reference = shipped_policy(env_id)
+    if reference is not None:
+        return reference
+    where = "" if served_at is None else f" served at {served_at}"
+    raise ValueError(
+        f"no {fix('policy', '--policy')} given and no shipped policy for {env_id!r}{where}; pass "
+        + fix(
+            "a policy (a path, 'package.module:attr', 'random', a module, a callable or a RuntimeModel)",
+            "--policy PATH, --policy package.module:attr, --policy random or --policy-address HOST:PORT",
+        )
+    )
 
 
 def import_reference(reference: str, *, what: str = "policy") -> Any:
@@ -379,10 +249,9 @@ def resolve_policy(
             f"policy {policy!r} is not 'random', 'pretrained:NAME', an existing file, 'sb3:PATH.zip' "
             "or 'package.module:attr'"
         )
-    if _is_runtime_model(policy):
-        bind = getattr(policy, "bind", None)
-        if contract is not None and callable(bind):
-            bound = bind(contract)
+    if is_runtime_model(policy):
+        if contract is not None and isinstance(policy, BindableModel):
+            bound = policy.bind(contract)
             # bind() may configure in place (returning None) or return the bound model.
             return policy if bound is None else bound
         return policy

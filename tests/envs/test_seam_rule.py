@@ -1,0 +1,72 @@
+"""The one rule for "is this a RuntimeEnv / RuntimeModel", and the optional capabilities as protocols."""
+
+from __future__ import annotations
+
+import gymnasium
+import pytest
+
+from rlmesh_gym.envs import GymVectorEnv
+from rlmesh_gym.policies import CallablePolicy, RandomPolicy
+from rlmesh_gym.proto import env_pb2
+from rlmesh_gym.runtime import is_runtime_env, is_runtime_model
+from rlmesh_gym.runtime.seams import BindableModel, DrainsEpisodes, RendersFrames, TracksEpisodeIds
+
+
+class _AsyncEnvWithoutContract:
+    async def reset(self, request): ...
+
+    async def step(self, request): ...
+
+
+class _SyncEnvWithContract:
+    contract = env_pb2.EnvContract()
+
+    def reset(self, request): ...
+
+    def step(self, request): ...
+
+
+class _MinimalEnv(_AsyncEnvWithoutContract):
+    contract = env_pb2.EnvContract()
+
+
+class _SyncModel:
+    def predict(self, request): ...
+
+
+class _AsyncModel:
+    async def predict(self, request): ...
+
+
+@pytest.fixture
+def cartpole():
+    with GymVectorEnv(gymnasium.make("CartPole-v1", render_mode="rgb_array")) as env:
+        yield env
+
+
+def test_a_runtime_env_has_async_reset_and_step_and_a_contract(cartpole):
+    assert is_runtime_env(cartpole) and is_runtime_env(_MinimalEnv())
+    assert not is_runtime_env(cartpole.env)  # a gymnasium env: plain reset and step
+    assert not is_runtime_env(_AsyncEnvWithoutContract())
+    assert not is_runtime_env(_SyncEnvWithContract())
+    assert not is_runtime_env("CartPole-v1")
+
+
+def test_a_runtime_model_has_an_async_predict():
+    assert is_runtime_model(RandomPolicy(0)) and is_runtime_model(_AsyncModel())
+    assert not is_runtime_model(_SyncModel())
+    assert not is_runtime_model(lambda observations: observations)
+
+
+def test_gym_vector_env_offers_every_env_capability(cartpole):
+    for capability in (DrainsEpisodes, RendersFrames, TracksEpisodeIds):
+        assert isinstance(cartpole, capability)
+        assert not isinstance(_MinimalEnv(), capability)
+    assert cartpole.episode_ids == [""]
+    assert cartpole.drain_episodes() == []
+
+
+def test_the_shipped_policies_are_bindable_and_a_plain_model_is_not():
+    assert isinstance(RandomPolicy(0), BindableModel)
+    assert isinstance(CallablePolicy(lambda observations: observations), BindableModel)
+    assert not isinstance(_AsyncModel(), BindableModel)
