@@ -24,7 +24,7 @@ from rlmesh_gym.evaluation._blocking import run_blocking
 from rlmesh_gym.evaluation._evaluate import EvaluationError, PolicyMismatchError, default_ids, evaluate
 from rlmesh_gym.evaluation._lane_seeds import lane_ordinal_seeds
 from rlmesh_gym.evaluation._resolve import ResolvedEnv, resolve_env
-from rlmesh_gym.evaluation._result import EvalResult
+from rlmesh_gym.evaluation._result import EvalResult, json_ready
 from rlmesh_gym.evaluation._statistics import (
     DEFAULT_BOOTSTRAP_SEED,
     DEFAULT_RESAMPLES,
@@ -117,22 +117,24 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         """Settings, per-policy results (without their episode lists), pairs and the
-        per-episode table as a JSON-ready dict."""
+        per-episode table as a JSON-ready dict (non-finite numbers as in :meth:`EvalResult.to_dict`)."""
         results = {}
         for name, result in self.results.items():
             entry = result.to_dict()
             del entry["episodes"]  # the per-episode table below holds them, side by side
             results[name] = entry
-        return {
-            "env_id": self.env_id,
-            "seed": self.seed,
-            "num_envs": self.num_envs,
-            "episodes_per_policy": self.episodes_per_policy,
-            "results": results,
-            "pairs": [pair.to_dict() for pair in self.pairs],
-            "episodes": [episode.to_dict() for episode in self.episodes],
-            "recordings": self.recordings,
-        }
+        return json_ready(
+            {
+                "env_id": self.env_id,
+                "seed": self.seed,
+                "num_envs": self.num_envs,
+                "episodes_per_policy": self.episodes_per_policy,
+                "results": results,
+                "pairs": [pair.to_dict() for pair in self.pairs],
+                "episodes": [episode.to_dict() for episode in self.episodes],
+                "recordings": self.recordings,
+            }
+        )
 
     def to_json(self, indent: int | None = None) -> str:
         """:meth:`to_dict` serialised as JSON."""
