@@ -121,12 +121,12 @@ class _EvaluationHooks(RuntimeHooks):
             # by this session's cold reset): not part of this evaluation.
             return
         try:
-            episode = event.episode
-            record = (
-                EpisodeRecord.from_episode(episode)
-                if episode is not None
-                else EpisodeRecord.from_metadata(event.metadata)
-            )
+            if event.episode is not None:
+                record = EpisodeRecord.from_episode(event.episode)
+            elif event.metadata is not None:
+                record = EpisodeRecord.from_metadata(event.metadata)
+            else:
+                raise ValueError(f"completed episode {event.episode_id!r} came without its summary")
             if not quotas.offer(record):
                 return
             if self.progress is not None:
@@ -283,10 +283,10 @@ class SessionEvaluation:
         stage = self.stages[-1] if self.stages else None
         return stage is not None and not stage.pilot and stage.hooks.quotas.counted(episode_id)
 
-    def _recorder(self) -> Any:
+    def _recorder(self, record: Any) -> Any:
         from rlmesh_gym.recording import EpisodeRecorder
 
-        resolved, record = self.resolved, self.options.record
+        resolved = self.resolved
         frame_lanes = getattr(record, "frame_lanes", ())
         render_frames = getattr(resolved.env, "render_frames", None)
         if frame_lanes and render_frames is not None:
@@ -311,7 +311,7 @@ class SessionEvaluation:
         ran = False
         try:
             if options.record is not None:
-                recorder = self._recorder()
+                recorder = self._recorder(options.record)
             if self.progress_bar is None and progress_wanted(options.progress):
                 progress = EpisodeProgress(self.episodes, f"{resolved.env_id} x{resolved.num_envs}")
             bar = progress if self.progress_bar is None else self.progress_bar

@@ -149,9 +149,8 @@ def coroutine_twin(
         twin.__qualname__ = coroutine.__qualname__
         twin.__module__ = coroutine.__module__
         twin.__doc__ = coroutine.__doc__
-        twin.__signature__ = signature.replace(
-            return_annotation=inspect.signature(coroutine).return_annotation
-        )  # type: ignore[attr-defined]
+        returns = inspect.signature(coroutine).return_annotation
+        twin.__signature__ = signature.replace(return_annotation=returns)  # type: ignore[attr-defined]
         return twin
 
     return decorate
