@@ -649,18 +649,30 @@ def _prepare(env: Any, policy: Any, options: EvaluationOptions) -> SessionEvalua
         env_kwargs=env_kwargs,
     )
     try:
-        _check_frame_render_mode(resolved, options.record)
-        model = resolve_policy(
-            policy,
-            resolved.env.contract,
-            seed=options.seed,
-            device=options.device,
-            deterministic=options.deterministic,
-            allow_pickle=options.allow_pickle,
-        )
-        return SessionEvaluation(resolved, model, options, policy_name=describe_policy(policy))
+        return _session(resolved, policy, options)
     except BaseException:
         if resolved.owned:
             timeout = options.effective_limits.service_close_timeout
             run_blocking(lambda: resolved.env.close(timeout), lambda: None)
         raise
+
+
+def _session(resolved: ResolvedEnv, policy: Any, options: EvaluationOptions) -> SessionEvaluation:
+    """The evaluation of ``policy`` (resolved here) on an env already resolved."""
+    _check_frame_render_mode(resolved, options.record)
+    model = resolve_policy(
+        policy,
+        resolved.env.contract,
+        seed=options.seed,
+        device=options.device,
+        deterministic=options.deterministic,
+        allow_pickle=options.allow_pickle,
+    )
+    return SessionEvaluation(resolved, model, options, policy_name=describe_policy(policy))
+
+
+def evaluate_resolved(resolved: ResolvedEnv, policy: Any, options: EvaluationOptions) -> EvalResult:
+    """:func:`evaluate` on an env already resolved, with ``options`` (``env_kwargs`` then only
+    say what the env was made with, for the recording). An env marked owned is closed at the end."""
+    evaluation = _session(resolved, policy, options)
+    return run_blocking(evaluation.run, evaluation.cancel)
