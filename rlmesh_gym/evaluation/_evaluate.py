@@ -18,7 +18,7 @@ from rlmesh_gym.evaluation._progress import EpisodeProgress, progress_wanted
 from rlmesh_gym.evaluation._quotas import EpisodeQuotas, lane_quotas
 from rlmesh_gym.evaluation._resolve import ResolvedEnv, describe_policy, resolve_env, resolve_policy
 from rlmesh_gym.evaluation._result import EvalResult, EvalTimings, combined_timings
-from rlmesh_gym.records import EpisodeRecord
+from rlmesh_gym.recording.episode_record import EpisodeRecord
 from rlmesh_gym.runtime import (
     CancellationToken,
     InvalidSpecError,

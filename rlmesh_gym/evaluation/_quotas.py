@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlmesh_gym.records import EpisodeRecord
+from rlmesh_gym.recording.episode_record import EpisodeRecord
 
 __all__ = ["EpisodeQuotas", "lane_quotas"]
 

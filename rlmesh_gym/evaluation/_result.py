@@ -18,7 +18,7 @@ from rlmesh_gym.evaluation._statistics import (
     bootstrap_interval,
     interquartile_mean,
 )
-from rlmesh_gym.records import EpisodeRecord
+from rlmesh_gym.recording.episode_record import EpisodeRecord
 
 if TYPE_CHECKING:  # optional extras, imported only when used
     import pandas
@@ -157,7 +157,7 @@ def json_ready(value: Any) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class EvalResult:
-    """The outcome of :func:`~rlmesh_gym.evaluate`: one :class:`~rlmesh_gym.records.EpisodeRecord`
+    """The outcome of :func:`~rlmesh_gym.evaluate`: one :class:`~rlmesh_gym.recording.EpisodeRecord`
     per counted episode, in completion order, plus the settings that produced them.
 
     Lane ``i`` contributes exactly ``quotas[i]`` episodes, its first ones (see
