@@ -41,7 +41,7 @@ from rlmesh_gym.evaluation._evaluate import (
     SessionEvaluation,
     default_ids,
 )
-from rlmesh_gym.evaluation._options import EvaluationOptions, check_run_arguments
+from rlmesh_gym.evaluation._options import EvaluationOptions, check_run_arguments, coroutine_twin
 from rlmesh_gym.evaluation._progress import EpisodeProgress, progress_wanted
 from rlmesh_gym.evaluation._quotas import lane_quotas
 from rlmesh_gym.evaluation._resolve import ResolvedEnv, autoreset_name, describe_policy, resolve_policy
@@ -557,33 +557,6 @@ async def _close_models(models: list[Any], policy_address: str | None) -> None:
             await model.close()
 
 
-async def evaluate_fleet_async(
-    addresses: Sequence[str],
-    policy: Any = None,
-    *,
-    episodes: int = 10,
-    seed: int | None = None,
-    on_server_failure: str = "raise",
-    hooks: Sequence[RuntimeHooks] = (),
-    progress: bool = True,
-    record: str | os.PathLike[str] | Any | None = None,
-    limits: RuntimeLimits | None = None,
-    session_id: str | None = None,
-    device: str = "cpu",
-    deterministic: bool = True,
-    allow_pickle: bool = False,
-    max_steps: int | None = None,
-    token: str | None = None,
-    connect_timeout: float = 10.0,
-    request_timeout: float | None = None,
-    policy_address: str | None = None,
-) -> EvalResult:
-    """:func:`evaluate_fleet` as a coroutine on the caller's event loop."""
-    arguments = locals()  # exactly _Fleet's parameters
-    fleet = _Fleet(**arguments)
-    return await fleet.run()
-
-
 def evaluate_fleet(
     addresses: Sequence[str],
     policy: Any = None,
@@ -630,3 +603,10 @@ def evaluate_fleet(
     arguments = locals()  # exactly _Fleet's parameters
     fleet = _Fleet(**arguments)
     return run_blocking(fleet.run, fleet.cancel)
+
+
+@coroutine_twin(evaluate_fleet)
+async def evaluate_fleet_async(addresses: Sequence[str], **arguments: Any) -> EvalResult:
+    """:func:`evaluate_fleet` as a coroutine on the caller's event loop (same arguments)."""
+    fleet = _Fleet(addresses, **arguments)
+    return await fleet.run()
