@@ -241,6 +241,7 @@ class SessionEvaluation:
         self.quotas = lane_quotas(options.episodes, resolved.num_envs) if quotas is None else quotas
         self.token = CancellationToken()
         self.stages: list[_Stage] = []
+        self._env_closed = False
 
     @property
     def episodes(self) -> int:
@@ -337,8 +338,7 @@ class SessionEvaluation:
         except RuntimeDriverError as exc:
             # The driver's failure path has closed the model route, and the env when the stage
             # was to close it; a pilot leaves it open for the estimate, so it is closed here.
-            if not self.stages[-1].close_env:
-                await self._close_owned_env()
+            await self._close_owned_env()
             partial = self._result(complete=False)
             driver = self.stages[-1].driver
             if (
@@ -443,7 +443,15 @@ class SessionEvaluation:
         _drain_episodes(resolved.env)
         driver = stage.driver = RuntimeDriver(spec, resolved.env, self.model, hooks=[hooks, *extra_hooks])
         hooks.driver = driver
-        await driver.run_with_cancellation_reason(self.token, _INTERRUPT_REASON)
+        try:
+            await driver.run_with_cancellation_reason(self.token, _INTERRUPT_REASON)
+        except InvalidSpecError:  # rejected before anything ran: the driver closed nothing
+            raise
+        except RuntimeDriverError:
+            # The driver's failure path closes the env when the session was told to.
+            self._env_closed = stage.close_env
+            raise
+        self._env_closed = stage.close_env
         name = resolved.env_id
         if hooks.error is not None:
             raise EvaluationError(
@@ -466,7 +474,7 @@ class SessionEvaluation:
         return f"{counted} pilot episodes" if stage.pilot else f"{counted} episodes"
 
     async def _close_owned_env(self) -> None:
-        if self.resolved.owned:
+        if self.resolved.owned and not self._env_closed:
             try:
                 await self.resolved.env.close(self.limits.service_close_timeout)
             except Exception:  # the original error matters more than a failed close
@@ -577,12 +585,12 @@ def evaluate(
     every quota is met raises :class:`EvaluationError` (``.partial`` holds the episodes
     counted so far), so a lane whose episodes never end cannot run forever.
 
-    ``target_ci`` (a return difference, e.g. ``5.0``) makes ``episodes`` a round: after each
-    round, while the mean return's 95 % CI half-width is above ``target_ci``, every lane's
-    quota grows by its first-round quota, up to ``max_episodes`` (default ``100 * episodes``;
-    never exceeded, only whole rounds). ``len(result.episodes)`` is the number used and
-    ``result.target_met`` says whether the target was reached (docs/evaluation.md, "How many
-    episodes").
+    ``target_ci`` (a return difference, e.g. ``5.0``) makes ``episodes`` a pilot round whose
+    spread sets how many more rounds a 95 % CI of that half-width needs; those rounds run as a
+    fresh session and give the result (``result.pilot_episodes`` holds the pilot's, which no
+    statistic uses, so the mean stays unbiased). ``max_episodes`` caps pilot and estimate
+    together (default ``100 * episodes``); ``result.target_met`` says whether the interval met
+    the target (docs/evaluation.md, "How many episodes?").
 
     An env you pass in can be evaluated again: episodes it still has running (from an earlier
     evaluation or your own use) are ended before the session starts and are not counted, and

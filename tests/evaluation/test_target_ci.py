@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from rlmesh_gym.evaluation import evaluate, lane_quotas
+from rlmesh_gym.evaluation import EvaluationError, evaluate, lane_quotas
 from rlmesh_gym.evaluation._precision import estimate_rounds
 from rlmesh_gym.recording import load_recording
 
@@ -158,3 +158,24 @@ def test_estimate_rounds():
 def test_bad_target_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         evaluate(_env(num_envs=2), "random", **{"episodes": 4, **kwargs}, seed=0, progress=False)
+
+
+def test_a_pilot_cut_short_by_max_steps_reports_its_episodes():
+    # CartPole's random episodes last ~20 steps: 30 vector steps cannot finish 4 per lane.
+    with pytest.raises(
+        EvaluationError, match=r"reached max_steps=30 vector steps with \d of 8 pilot episodes"
+    ) as caught:
+        evaluate(
+            "CartPole-v1",
+            "random",
+            episodes=8,
+            num_envs=2,
+            seed=0,
+            progress=False,
+            target_ci=5.0,
+            max_steps=30,
+        )
+    partial = caught.value.partial
+    assert not partial.complete and partial.episodes == () and partial.target_ci == 5.0
+    assert 0 < len(partial.pilot_episodes) < 8
+    assert f"with {len(partial.pilot_episodes)} of 8 pilot episodes" in str(caught.value)
