@@ -320,11 +320,11 @@ class SessionEvaluation:
             if options.target_ci is None:
                 await self._run_stage(
                     _Stage(
-                        False,
-                        self.route_id,
-                        self.quotas,
-                        self._hooks(self.quotas, bar, yield_to_loop),
-                        resolved.owned,
+                        pilot=False,
+                        route_id=self.route_id,
+                        quotas=self.quotas,
+                        hooks=self._hooks(self.quotas, bar, yield_to_loop),
+                        close_env=resolved.owned,
                     ),
                     extra_hooks,
                 )
@@ -405,11 +405,11 @@ class SessionEvaluation:
         target, cap = options.target_ci, options.max_episodes
         assert target is not None and cap is not None  # checked by EvaluationOptions
         pilot = _Stage(
-            True,
-            f"{self.route_id}-pilot",
-            self.quotas,
-            self._hooks(self.quotas, bar, yield_to_loop),
-            close_env=False,
+            pilot=True,
+            route_id=f"{self.route_id}-pilot",
+            quotas=self.quotas,
+            hooks=self._hooks(self.quotas, bar, yield_to_loop),
+            close_env=False,  # the estimate runs on it next
         )
         await self._run_stage(pilot, extra_hooks)
         pilot_returns = [record.episode_return for record in pilot.hooks.quotas.records]
@@ -419,9 +419,10 @@ class SessionEvaluation:
             bar.add_total(sum(quotas))
         steps_used = pilot.driver.timing.env_step.count if pilot.driver and pilot.driver.timing else 0
         hooks = self._hooks(quotas, bar, yield_to_loop, steps_used)
-        # The pilot's still-running episodes are not the estimate's: end them before its cold reset.
-        _drain_episodes(self.resolved.env)
-        await self._run_stage(_Stage(False, self.route_id, quotas, hooks, self.resolved.owned), extra_hooks)
+        estimate = _Stage(
+            pilot=False, route_id=self.route_id, quotas=quotas, hooks=hooks, close_env=self.resolved.owned
+        )
+        await self._run_stage(estimate, extra_hooks)
 
     async def _run_stage(self, stage: _Stage, extra_hooks: Sequence[RuntimeHooks]) -> None:
         """Run one runtime session; ``EvaluationError`` when it stopped before its quotas were met."""
@@ -438,8 +439,9 @@ class SessionEvaluation:
             close_env_on_end=stage.close_env,
             limits=self.limits,
         )
-        # A reused env may still have episodes running from an earlier session; the cold
-        # reset would report them as interrupted completions of this one.
+        # A reused env (or the pilot's, before the estimate) may still have episodes running
+        # from an earlier session; the cold reset would report them as interrupted completions
+        # of this one.
         _drain_episodes(resolved.env)
         driver = stage.driver = RuntimeDriver(spec, resolved.env, self.model, hooks=[hooks, *extra_hooks])
         hooks.driver = driver
