@@ -62,7 +62,7 @@ def check_run_arguments(
 class EvaluationOptions:
     """:func:`~rlmesh_gym.evaluate`'s keyword arguments, checked on construction.
 
-    The defaults are ``evaluate``'s (tests/evaluation/test_options.py holds them equal).
+    The defaults are ``evaluate``'s (tests/evaluation/test_evaluation_options.py holds them equal).
     ``hooks`` is normalised to a tuple and ``max_episodes`` to the episode cap ``target_ci``
     uses (``None`` without a target). The checks that need the env or the policy (spaces,
     render mode) happen when those are resolved.

@@ -54,7 +54,8 @@ class EvalTimings:
     ``wall_seconds`` is the runtime session's time from its start (the cold reset) to the step
     that met the last quota; env construction, policy loading and closing are not included.
     ``env_steps`` counts lane steps (``vector_steps * num_envs``), the way a hand-written vector
-    loop counts them, and ``env_steps_per_second`` divides it by ``wall_seconds``.
+    loop counts them, and ``env_steps_per_second`` divides it by ``wall_seconds``. With
+    ``target_ci`` the pilot's and the estimate's sessions are added up.
 
     The rest splits that time: ``reset_ms`` is the total spent in ``env.reset`` (``resets``
     calls: the cold reset, plus the driver's partial resets under DISABLED autoreset);
