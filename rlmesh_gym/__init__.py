@@ -26,7 +26,7 @@ _EXPORTS = {
     "evaluate_async": "rlmesh_gym.evaluation",
     "EvalResult": "rlmesh_gym.evaluation",
     "EvaluationError": "rlmesh_gym.evaluation",
-    "EpisodeRecord": "rlmesh_gym.records",
+    "EpisodeRecord": "rlmesh_gym.recording",
     "GymVectorEnv": "rlmesh_gym.envs",
     "TorchPolicy": "rlmesh_gym.policies",
     "RandomPolicy": "rlmesh_gym.policies",
@@ -74,7 +74,7 @@ if TYPE_CHECKING:
     )
     from rlmesh_gym.policies import CallablePolicy, RandomPolicy, TorchPolicy, load_pretrained
     from rlmesh_gym.recording import EpisodeRecorder, load_recording, replay_episode
-    from rlmesh_gym.records import EpisodeRecord
+    from rlmesh_gym.recording.episode_record import EpisodeRecord
     from rlmesh_gym.runtime import RuntimeDriver, RuntimeSessionSpec
     from rlmesh_gym.spaces import space_spec
 

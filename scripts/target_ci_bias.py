@@ -1,12 +1,15 @@
-"""Measure the bias of ``evaluate(..., target_ci=)``'s stopping rule on synthetic returns.
+"""Compare rules for sizing an evaluation to a target CI half-width on skewed returns.
 
-The rule (rlmesh_gym/evaluation/_precision.py): after each round of ``ROUND`` episodes, stop when
-the 95 % percentile-bootstrap CI of the mean has half-width <= ``TARGET``, or when another round
-would pass ``CAP``. This script applies that rule to returns drawn from a skewed (exponential)
-and a symmetric (normal) distribution, both with mean 1, and prints the mean of the stopped
-means over ``REPETITIONS`` runs with its standard error, and the episodes used. The numbers in
-docs/evaluation.md ("How many episodes?") come from it. It takes a few minutes (999 bootstrap
-resamples per check instead of the result's 9,999, to keep it short).
+On returns drawn from an exponential distribution (mean 1, strongly skewed), with rounds of
+``ROUND`` episodes and target ``TARGET``, it prints the mean over ``REPETITIONS`` runs of:
+
+* ``sequential``: add rounds until the mean's 95 % CI half-width is at most the target, pooled
+  (this package's rule before the two-stage one);
+* ``two-stage, pilot pooled``: ``estimate_rounds`` on a pilot round, the pilot pooled in;
+* ``two-stage``: ``evaluate(..., target_ci=)``'s rule: the mean of the estimate stage only.
+
+The numbers in docs/evaluation.md ("How many episodes?") come from it. A normal-theory
+half-width (1.96 s / sqrt(n)) stands in for the bootstrap interval to keep it fast.
 
     python scripts/target_ci_bias.py
 """
@@ -15,35 +18,39 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlmesh_gym.evaluation import bootstrap_interval
+from rlmesh_gym.evaluation._precision import estimate_rounds
 
-ROUND, TARGET, CAP, REPETITIONS, RESAMPLES = 8, 0.25, 800, 400, 999
+ROUND, TARGET, CAP, REPETITIONS = 16, 0.35, 1600, 10_000
 
 
-def stopped_mean(draw) -> tuple[float, int]:
+def sequential(draw) -> float:
     returns = draw(ROUND)
-    while bootstrap_interval(returns, "mean", resamples=RESAMPLES).half_width > TARGET:
-        if len(returns) + ROUND > CAP:
-            break
+    while 1.96 * returns.std() / np.sqrt(len(returns)) > TARGET and len(returns) + ROUND <= CAP:
         returns = np.concatenate([returns, draw(ROUND)])
-    return float(returns.mean()), len(returns)
+    return float(returns.mean())
+
+
+def two_stage(draw, pooled: bool) -> float:
+    pilot = draw(ROUND)
+    estimate = draw(ROUND * estimate_rounds(pilot.tolist(), TARGET, ROUND, CAP))
+    return float(np.concatenate([pilot, estimate]).mean() if pooled else estimate.mean())
 
 
 def main() -> None:
     rng = np.random.default_rng(0)
-    distributions = {
-        "exponential (mean 1, skewed)": lambda n: rng.exponential(1.0, n),
-        "normal (mean 1, sd 1)": lambda n: rng.normal(1.0, 1.0, n),
+
+    def draw(n: int) -> np.ndarray:
+        return rng.exponential(1.0, n)
+
+    rules = {
+        "sequential": lambda: sequential(draw),
+        "two-stage, pilot pooled": lambda: two_stage(draw, pooled=True),
+        "two-stage": lambda: two_stage(draw, pooled=False),
     }
-    for name, draw in distributions.items():
-        runs = [stopped_mean(draw) for _ in range(REPETITIONS)]
-        means = np.array([mean for mean, _ in runs])
-        used = np.mean([count for _, count in runs])
+    for name, run in rules.items():
+        means = np.array([run() for _ in range(REPETITIONS)])
         error = means.std() / np.sqrt(REPETITIONS)
-        print(
-            f"{name}: mean of the stopped means {means.mean():.4f} +- {error:.4f} "
-            f"(true 1), {used:.1f} episodes on average"
-        )
+        print(f"{name}: mean {means.mean():.4f} +- {error:.4f} (true 1)")
 
 
 if __name__ == "__main__":

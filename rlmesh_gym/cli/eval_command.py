@@ -96,15 +96,15 @@ def register(subparsers: Any) -> None:
         type=float,
         default=None,
         metavar="HALF_WIDTH",
-        help="treat K as a round and add rounds until the mean return's 95%% CI half-width is at most "
-        "HALF_WIDTH (or --max-episodes is reached)",
+        help="run K episodes as a pilot, then as many rounds of K as the pilot says the mean return's "
+        "95%% CI needs for half-width HALF_WIDTH (at most --max-episodes in all)",
     )
     parser.add_argument(
         "--max-episodes",
         type=int,
         default=None,
         metavar="CAP",
-        help="with --target-ci: never use more than CAP episodes (default: 100 rounds)",
+        help="with --target-ci: never use more than CAP episodes, pilot included (default: 100 rounds)",
     )
     parser.add_argument("--no-progress", action="store_true", help="never show the progress bar")
     parser.add_argument("--device", default="cpu", help="torch device of the policy (default: cpu)")

@@ -10,6 +10,7 @@ policy. The comparison checks that seed by seed.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import itertools
 import json
@@ -18,12 +19,18 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from rlmesh_gym.evaluation._blocking import run_blocking
-from rlmesh_gym.evaluation._evaluate import EvaluationError, PolicyMismatchError, default_ids, evaluate
+from rlmesh_gym.evaluation._evaluate import (
+    EvaluationError,
+    PolicyMismatchError,
+    default_ids,
+    evaluate_resolved,
+)
 from rlmesh_gym.evaluation._lane_seeds import lane_ordinal_seeds
-from rlmesh_gym.evaluation._result import EvalResult
+from rlmesh_gym.evaluation._options import EvaluationOptions
+from rlmesh_gym.evaluation._result import EvalResult, json_ready
 from rlmesh_gym.evaluation._statistics import (
     DEFAULT_BOOTSTRAP_SEED,
     DEFAULT_RESAMPLES,
@@ -119,22 +126,24 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         """Settings, per-policy results (without their episode lists), pairs and the
-        per-episode table as a JSON-ready dict."""
+        per-episode table as a JSON-ready dict (non-finite numbers as in :meth:`EvalResult.to_dict`)."""
         results = {}
         for name, result in self.results.items():
             entry = result.to_dict()
             del entry["episodes"]  # the per-episode table below holds them, side by side
             results[name] = entry
-        return {
-            "env_id": self.env_id,
-            "seed": self.seed,
-            "num_envs": self.num_envs,
-            "episodes_per_policy": self.episodes_per_policy,
-            "results": results,
-            "pairs": [pair.to_dict() for pair in self.pairs],
-            "episodes": [episode.to_dict() for episode in self.episodes],
-            "recordings": self.recordings,
-        }
+        return json_ready(
+            {
+                "env_id": self.env_id,
+                "seed": self.seed,
+                "num_envs": self.num_envs,
+                "episodes_per_policy": self.episodes_per_policy,
+                "results": results,
+                "pairs": [pair.to_dict() for pair in self.pairs],
+                "episodes": [episode.to_dict() for episode in self.episodes],
+                "recordings": self.recordings,
+            }
+        )
 
     def to_json(self, indent: int | None = None) -> str:
         """:meth:`to_dict` serialised as JSON."""
@@ -319,22 +328,14 @@ def _recording_paths(record: str | os.PathLike[str] | None, names: list[str]) ->
     return paths
 
 
-class _RunOptions(TypedDict):
-    """The ``evaluate`` options every run of a comparison shares (passed as ``**options``)."""
-
-    limits: RuntimeLimits | None
-    device: str
-    deterministic: bool
-    allow_pickle: bool
-
-
-def _fits(env: Any, name: str, policy: Any, *, seed: int, options: _RunOptions) -> None:
+def _fits(resolved: ResolvedEnv, name: str, policy: Any, options: EvaluationOptions) -> None:
     """Run ``policy`` for one vector step, so a policy that does not fit the env (or does not
     load) is reported, by name, before any full evaluation ran."""
     # Errors name the policy as given; say which compared name that is when it differs.
     prefix = "" if isinstance(policy, str) and policy == name else f"policy {name!r}: "
+    check = dataclasses.replace(options, episodes=1, max_steps=1, progress=False, record=None)
     try:
-        evaluate(env, policy, episodes=1, seed=seed, progress=False, max_steps=1, **options)
+        evaluate_resolved(resolved, policy, check)
     except PolicyMismatchError as exc:
         raise PolicyMismatchError(f"{prefix}{exc}", exc.partial) from exc
     except EvaluationError as exc:
@@ -425,20 +426,22 @@ def compare(
                 f"this one uses {resolved.autoreset.value!r}. Pass an env id, or build it with "
                 "autoreset='disabled'"
             )
+    session_id, route_id = default_ids(resolved.env_id, resolved.num_envs)
     try:
-        return _compare(
-            resolved,
-            named,
-            episodes,
-            seed,
-            progress,
-            record,
-            limits,
-            device,
-            deterministic,
-            allow_pickle,
-            max_steps,
+        options = EvaluationOptions(
+            episodes=episodes,
+            seed=seed,
+            progress=progress,
+            limits=limits,
+            session_id=session_id,
+            route_id=route_id,
+            device=device,
+            deterministic=deterministic,
+            allow_pickle=allow_pickle,
+            env_kwargs=env_kwargs,
+            max_steps=max_steps,
         )
+        return _compare(resolved, named, options, record)
     finally:
         if resolved.owned:
             timeout = (limits or RuntimeLimits()).service_close_timeout
@@ -448,42 +451,24 @@ def compare(
 def _compare(
     resolved: ResolvedEnv,
     policies: dict[str, Any],
-    episodes: int,
-    seed: int,
-    progress: bool,
+    options: EvaluationOptions,
     record: str | os.PathLike[str] | None,
-    limits: RuntimeLimits | None,
-    device: str,
-    deterministic: bool,
-    allow_pickle: bool,
-    max_steps: int | None,
 ) -> Comparison:
-    options: _RunOptions = {
-        "limits": limits,
-        "device": device,
-        "deterministic": deterministic,
-        "allow_pickle": allow_pickle,
-    }
+    seed, session_id, route_id = options.seed, options.session_id, options.route_id
+    assert seed is not None and session_id is not None and route_id is not None  # compare sets them
+
+    def lane_ordinal(env: Any) -> ResolvedEnv:
+        # A fresh wrapper per run: each lane's episode count starts at 0 with the cold reset.
+        wrapped = lane_ordinal_seeds(env, resolved.num_envs, seed, session_id, route_id)
+        return dataclasses.replace(resolved, env=wrapped, owned=False)
+
     for name, policy in policies.items():
-        _fits(resolved.env, name, policy, seed=seed, options=options)
+        _fits(lane_ordinal(resolved.env), name, policy, options)
     paths = _recording_paths(record, list(policies))
-    session_id, route_id = default_ids(resolved.env_id, resolved.num_envs)
     results = {}
     for name, policy in policies.items():
-        # A fresh wrapper per run: each lane's episode count starts at 0 with the cold reset.
-        env = lane_ordinal_seeds(resolved.env, resolved.num_envs, seed, session_id, route_id)
-        results[name] = evaluate(
-            env,
-            policy,
-            episodes=episodes,
-            seed=seed,
-            progress=progress,
-            record=paths[name] if paths else None,
-            max_steps=max_steps,
-            session_id=session_id,
-            route_id=route_id,
-            **options,
-        )
+        run = dataclasses.replace(options, record=paths[name] if paths else None)
+        results[name] = evaluate_resolved(lane_ordinal(resolved.env), policy, run)
     rows = _paired_episodes(results)
     pairs = []
     for a, b in itertools.combinations(policies, 2):
@@ -495,7 +480,7 @@ def _compare(
         env_id=resolved.env_id,
         seed=seed,
         num_envs=resolved.num_envs,
-        episodes_per_policy=episodes,
+        episodes_per_policy=options.episodes,
         results=results,
         pairs=tuple(pairs),
         episodes=rows,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import os
 from collections.abc import Sequence
@@ -11,13 +12,13 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from rlmesh_gym.evaluation._blocking import run_blocking
-from rlmesh_gym.evaluation._precision import PrecisionTarget, check_precision_arguments
+from rlmesh_gym.evaluation._options import EvaluationOptions, coroutine_twin
+from rlmesh_gym.evaluation._precision import estimate_rounds
 from rlmesh_gym.evaluation._progress import EpisodeProgress, progress_wanted
 from rlmesh_gym.evaluation._quotas import EpisodeQuotas, lane_quotas
-from rlmesh_gym.evaluation._result import EvalResult, EvalTimings
-from rlmesh_gym.evaluation._statistics import DEFAULT_BOOTSTRAP_SEED, DEFAULT_RESAMPLES
+from rlmesh_gym.evaluation._result import EvalResult, EvalTimings, combined_timings
 from rlmesh_gym.policies.resolve import describe_policy, resolve_policy
-from rlmesh_gym.records import EpisodeRecord
+from rlmesh_gym.recording.episode_record import EpisodeRecord
 from rlmesh_gym.runtime import (
     CancellationToken,
     InvalidSpecError,
@@ -94,12 +95,10 @@ class _EvaluationHooks(RuntimeHooks):
         quotas: EpisodeQuotas,
         progress: EpisodeProgress | None,
         yield_to_loop: bool,
-        precision: PrecisionTarget | None = None,
     ) -> None:
         self.quotas = quotas
         self.progress = progress
         self.yield_to_loop = yield_to_loop
-        self.precision = precision
         self.driver: RuntimeDriver | None = None
         self.started_ns: int | None = None
         self.ended_ns: int | None = None
@@ -126,35 +125,22 @@ class _EvaluationHooks(RuntimeHooks):
             # by this session's cold reset): not part of this evaluation.
             return
         try:
-            episode = event.episode
-            record = (
-                EpisodeRecord.from_episode(episode)
-                if episode is not None
-                else EpisodeRecord.from_metadata(event.metadata)
-            )
+            if event.episode is not None:
+                record = EpisodeRecord.from_episode(event.episode)
+            elif event.metadata is not None:
+                record = EpisodeRecord.from_metadata(event.metadata)
+            else:
+                raise ValueError(f"completed episode {event.episode_id!r} came without its summary")
             if not quotas.offer(record):
                 return
             if self.progress is not None:
                 self.progress.update(record.episode_return)
-            if self.precision is not None:
-                self._add_rounds(self.precision)
         except Exception as exc:
             self.error = exc
             self._stop(_COUNT_FAILED_REASON)
             return
         if quotas.met:
             self._stop(_STOP_REASON)
-
-    def _add_rounds(self, precision: PrecisionTarget) -> None:
-        # target_ci: at each round boundary, another whole round while the CI is too wide. The
-        # lanes' kept overflow counts first, so it may complete a round at once.
-        quotas = self.quotas
-        while quotas.met and precision.wants_another_round(quotas):
-            if self.progress is not None:
-                self.progress.add_total(sum(precision.round_quotas))
-            for record in quotas.add_round(precision.round_quotas):
-                if self.progress is not None:
-                    self.progress.update(record.episode_return)
 
 
 class _CappedEvaluationHooks(_EvaluationHooks):
@@ -169,10 +155,9 @@ class _CappedEvaluationHooks(_EvaluationHooks):
         quotas: EpisodeQuotas,
         progress: EpisodeProgress | None,
         yield_to_loop: bool,
-        precision: PrecisionTarget | None,
         max_steps: int,
     ) -> None:
-        super().__init__(quotas, progress, yield_to_loop, precision)
+        super().__init__(quotas, progress, yield_to_loop)
         self.max_steps = max_steps
         self.steps = 0
         self.capped = False
@@ -185,91 +170,37 @@ class _CappedEvaluationHooks(_EvaluationHooks):
             self._stop(_MAX_STEPS_REASON)
 
 
-class SessionEvaluation:
-    """One prepared evaluation: a resolved env and model, the session spec and the hooks."""
+class _Stage:
+    """One runtime session of an evaluation: its counting hooks and its driver.
+
+    A plain evaluation has one stage; ``target_ci`` has two, the pilot (``pilot=True``, whose
+    episodes size the estimate but are not part of it) and the estimate.
+    """
+
+    __slots__ = ("pilot", "route_id", "quotas", "hooks", "driver", "close_env")
 
     def __init__(
-        self,
-        resolved: ResolvedEnv,
-        model: Any,
-        *,
-        policy_name: str,
-        episodes: int,
-        seed: int | None,
-        hooks: Sequence[RuntimeHooks],
-        progress: bool | EpisodeProgress,
-        record: Any,
-        limits: RuntimeLimits | None,
-        session_id: str | None,
-        route_id: str | None,
-        max_steps: int | None = None,
-        env_kwargs: dict[str, Any] | None = None,
-        quotas: tuple[int, ...] | None = None,
-        target_ci: float | None = None,
-        max_episodes: int | None = None,
+        self, pilot: bool, route_id: str, quotas: tuple[int, ...], hooks: _EvaluationHooks, close_env: bool
     ) -> None:
-        # ``progress`` may be a bar shared with other sessions (a fleet's), left open at the end;
-        # ``quotas`` replaces the even split of ``episodes`` (a fleet gives each server its share).
-        self.resolved = resolved
-        self.target_ci = target_ci
-        self.max_episodes = max_episodes
-        self.env_kwargs = env_kwargs
-        self.model = model
-        self.policy_name = policy_name
-        self.episodes = episodes
-        self.seed = seed
-        self.user_hooks = tuple(hooks)
-        self.show_progress = progress
-        self.record = record
-        self.limits = limits if limits is not None else RuntimeLimits()
-        self.max_steps = max_steps
-        default_session, default_route = default_ids(resolved.env_id, resolved.num_envs)
-        self.session_id = session_id or default_session
-        self.route_id = route_id or default_route
-        self.quotas = lane_quotas(episodes, resolved.num_envs) if quotas is None else quotas
-        self.token = CancellationToken()
-        self.hooks: _EvaluationHooks | None = None
+        self.pilot = pilot
+        self.route_id = route_id
+        self.quotas = quotas
+        self.hooks = hooks
+        self.close_env = close_env
         self.driver: RuntimeDriver | None = None
 
-    def cancel(self) -> None:
-        """Ask the running session to end after its current step (thread-safe)."""
-        self.token.cancel()
-
-    def partial_result(self) -> EvalResult:
-        """The episodes counted so far as an incomplete result (for a run that ended abnormally)."""
-        return self._result(complete=False)
-
-    def _result(self, *, complete: bool) -> EvalResult:
-        hooks = self.hooks
-        return EvalResult(
-            env_id=self.resolved.env_id,
-            policy=self.policy_name,
-            num_envs=self.resolved.num_envs,
-            episodes_requested=self.episodes,
-            seed=self.seed,
-            autoreset=self.resolved.autoreset.value,
-            vectorization=self.resolved.vectorization,
-            session_id=self.session_id,
-            route_id=self.route_id,
-            quotas=hooks.quotas.quotas if hooks is not None else self.quotas,
-            episodes=tuple(hooks.quotas.records) if hooks is not None else (),
-            timings=self._timings(),
-            complete=complete,
-            target_ci=self.target_ci,
-        )
-
-    def _timings(self) -> EvalTimings:
-        # The driver's phase timers: exact totals of every completed reset, step and predict
-        # (each measured by the driver around the call), kept whether or not telemetry is on.
+    def timings(self, num_envs: int) -> EvalTimings:
+        """The driver's phase timers: exact totals of every completed reset, step and predict
+        (each measured by the driver around the call), kept whether or not telemetry is on."""
         hooks = self.hooks
         timing = self.driver.timing if self.driver is not None else None
-        if hooks is None or hooks.started_ns is None or timing is None:
+        if hooks.started_ns is None or timing is None:
             return EvalTimings()
         ended_ns = hooks.ended_ns if hooks.ended_ns is not None else perf_counter_ns()
         wall_ns = max(ended_ns - hooks.started_ns, 1)
         reset, env_step, model_wait = timing.reset, timing.env_step, timing.model_wait
         steps = env_step.count
-        env_steps = steps * self.resolved.num_envs
+        env_steps = steps * num_envs
         other_ns = wall_ns - reset.total_ns - env_step.total_ns - model_wait.total_ns
         return EvalTimings(
             wall_seconds=wall_ns / 1e9,
@@ -283,85 +214,143 @@ class SessionEvaluation:
             overhead_ms=max(other_ns, 0) / steps / 1e6 if steps else None,
         )
 
-    async def run(self, yield_to_loop: bool = False) -> EvalResult:
-        """Run the session; with ``yield_to_loop`` let other tasks run once per completed episode."""
+
+class SessionEvaluation:
+    """One prepared evaluation of one env: a resolved env and model, the options, and the
+    runtime session(s) that run them (two with ``target_ci``: see :mod:`._precision`).
+
+    ``quotas`` replaces the even split of ``options.episodes`` (a fleet gives each server its
+    share); ``progress_bar`` is a bar shared with other sessions (a fleet's), left open at the end.
+    """
+
+    def __init__(
+        self,
+        resolved: ResolvedEnv,
+        model: Any,
+        options: EvaluationOptions,
+        *,
+        policy_name: str,
+        quotas: tuple[int, ...] | None = None,
+        progress_bar: EpisodeProgress | None = None,
+    ) -> None:
+        self.resolved = resolved
+        self.model = model
+        self.options = options
+        self.policy_name = policy_name
+        self.progress_bar = progress_bar
+        self.limits = options.effective_limits
+        default_session, default_route = default_ids(resolved.env_id, resolved.num_envs)
+        self.session_id = options.session_id or default_session
+        self.route_id = options.route_id or default_route
+        self.quotas = lane_quotas(options.episodes, resolved.num_envs) if quotas is None else quotas
+        self.token = CancellationToken()
+        self.stages: list[_Stage] = []
+        self._env_closed = False
+
+    @property
+    def episodes(self) -> int:
+        """The episodes asked for (with ``target_ci``: the pilot round)."""
+        return sum(self.quotas)
+
+    def cancel(self) -> None:
+        """Ask the running session to end after its current step (thread-safe)."""
+        self.token.cancel()
+
+    def partial_result(self) -> EvalResult:
+        """The episodes counted so far as an incomplete result (for a run that ended abnormally)."""
+        return self._result(complete=False)
+
+    def _result(self, *, complete: bool) -> EvalResult:
+        stages = self.stages
+        estimate = next((stage for stage in stages if not stage.pilot), None)
+        pilot = next((stage for stage in stages if stage.pilot), None)
+        return EvalResult(
+            env_id=self.resolved.env_id,
+            policy=self.policy_name,
+            num_envs=self.resolved.num_envs,
+            episodes_requested=self.options.episodes,
+            seed=self.options.seed,
+            autoreset=self.resolved.autoreset.value,
+            vectorization=self.resolved.vectorization,
+            session_id=self.session_id,
+            route_id=self.route_id,
+            quotas=estimate.quotas if estimate is not None else self.quotas,
+            episodes=tuple(estimate.hooks.quotas.records) if estimate is not None else (),
+            timings=combined_timings([stage.timings(self.resolved.num_envs) for stage in stages]),
+            complete=complete,
+            target_ci=self.options.target_ci,
+            pilot_episodes=tuple(pilot.hooks.quotas.records) if pilot is not None else (),
+        )
+
+    def _counted(self, episode_id: str) -> bool:
+        # The recorder's question, asked as the episode completes: whether it is one of the
+        # result's episodes (never a pilot's). The counting hook runs first, so this is final.
+        stage = self.stages[-1] if self.stages else None
+        return stage is not None and not stage.pilot and stage.hooks.quotas.counted(episode_id)
+
+    def _recorder(self, record: Any) -> Any:
+        from rlmesh_gym.recording import EpisodeRecorder
+
         resolved = self.resolved
-        progress: EpisodeProgress | None = None  # this session's own bar, closed at the end
-        shared_progress: EpisodeProgress | None = None
+        frame_lanes = getattr(record, "frame_lanes", ())
+        render_frames = resolved.env.render_frames if isinstance(resolved.env, RendersFrames) else None
+        if frame_lanes and render_frames is not None:
+            render_frames = functools.partial(render_frames, lanes=frame_lanes)
+        return EpisodeRecorder(
+            record,
+            resolved.env.contract,
+            env_id=resolved.env_id,
+            base_seed=self.options.seed,
+            # Only the frame lanes are rendered (where the env can render lanes one by one).
+            render_frames=render_frames,
+            # A replay remakes the env with these; rendering is not part of the episode.
+            env_kwargs={k: v for k, v in (self.options.env_kwargs or {}).items() if k != "render_mode"},
+            counted=self._counted,
+        )
+
+    async def run(self, yield_to_loop: bool = False) -> EvalResult:
+        """Run the session(s); with ``yield_to_loop`` let other tasks run once per completed episode."""
+        resolved, options = self.resolved, self.options
+        progress: EpisodeProgress | None = None  # this evaluation's own bar, closed at the end
         recorder: Any = None
         ran = False
         try:
-            precision = None
-            if self.target_ci is not None:
-                precision = PrecisionTarget(
-                    self.target_ci, self.quotas, self.max_episodes, DEFAULT_RESAMPLES, DEFAULT_BOOTSTRAP_SEED
-                )
-            quotas = EpisodeQuotas(self.quotas, keep_overflow=precision is not None)
-            if self.record is not None:
-                from rlmesh_gym.recording import EpisodeRecorder
-
-                frame_lanes = getattr(self.record, "frame_lanes", ())
-                render_frames = (
-                    resolved.env.render_frames if isinstance(resolved.env, RendersFrames) else None
-                )
-                if frame_lanes and render_frames is not None:
-                    render_frames = functools.partial(render_frames, lanes=frame_lanes)
-                recorder = EpisodeRecorder(
-                    self.record,
-                    resolved.env.contract,
-                    env_id=resolved.env_id,
-                    base_seed=self.seed,
-                    # Only the frame lanes are rendered (where the env can render lanes one by one).
-                    render_frames=render_frames,
-                    # A replay remakes the env with these; rendering is not part of the episode.
-                    env_kwargs={k: v for k, v in (self.env_kwargs or {}).items() if k != "render_mode"},
-                    # _EvaluationHooks runs before the recorder, so the answer is final.
-                    counted=quotas.counted,
-                )
-            if isinstance(self.show_progress, EpisodeProgress):
-                shared_progress = self.show_progress
-            elif progress_wanted(self.show_progress):
+            if options.record is not None:
+                recorder = self._recorder(options.record)
+            if self.progress_bar is None and progress_wanted(options.progress):
                 progress = EpisodeProgress(self.episodes, f"{resolved.env_id} x{resolved.num_envs}")
-            bar = progress if shared_progress is None else shared_progress
-            if self.max_steps is None:
-                hooks = _EvaluationHooks(quotas, bar, yield_to_loop, precision)
+            bar = progress if self.progress_bar is None else self.progress_bar
+            extra_hooks = (recorder, *options.hooks) if recorder is not None else options.hooks
+            if options.target_ci is None:
+                await self._run_stage(
+                    _Stage(
+                        pilot=False,
+                        route_id=self.route_id,
+                        quotas=self.quotas,
+                        hooks=self._hooks(self.quotas, bar, yield_to_loop),
+                        close_env=resolved.owned,
+                    ),
+                    extra_hooks,
+                )
             else:
-                hooks = _CappedEvaluationHooks(quotas, bar, yield_to_loop, precision, self.max_steps)
-            self.hooks = hooks
-            all_hooks: list[RuntimeHooks] = [hooks]
-            if recorder is not None:
-                all_hooks.append(recorder)
-            all_hooks.extend(self.user_hooks)
-            spec = RuntimeSessionSpec(
-                session_id=self.session_id,
-                route_id=self.route_id,
-                env_contract=resolved.env.contract,
-                num_envs=resolved.num_envs,
-                env_id=resolved.env_id,
-                base_seed=self.seed,
-                max_episodes=None,
-                close_env_on_end=resolved.owned,
-                limits=self.limits,
-            )
-            # A reused env may still have episodes running from an earlier session; the cold
-            # reset would report them as interrupted completions of this one.
-            _drain_episodes(resolved.env)
-            driver = self.driver = RuntimeDriver(spec, resolved.env, self.model, hooks=all_hooks)
-            hooks.driver = driver
-            await driver.run_with_cancellation_reason(self.token, _INTERRUPT_REASON)
+                await self._run_two_stages(bar, yield_to_loop, extra_hooks)
             ran = True
         except InvalidSpecError:
             # Rejected before anything ran: the driver closed nothing.
             await self._close_owned_env()
             raise
         except RuntimeDriverError as exc:
-            # The driver's failure path has closed the env (when owned) and the model route.
+            # The driver's failure path has closed the model route, and the env when the stage
+            # was to close it; a pilot leaves it open for the estimate, so it is closed here.
+            await self._close_owned_env()
             partial = self._result(complete=False)
+            driver = self.stages[-1].driver
             if (
                 isinstance(exc, ModelRpcError)
-                and self.driver is not None
-                and self.driver.timing is not None
-                and not self.driver.timing.model_wait.count
+                and len(self.stages) == 1
+                and driver is not None
+                and driver.timing is not None
+                and not driver.timing.model_wait.count
             ):
                 raise PolicyMismatchError(
                     f"policy {self.policy_name!r} failed on the first observations of {resolved.env_id} "
@@ -370,13 +359,12 @@ class SessionEvaluation:
                     partial,
                 ) from exc
             raise EvaluationError(
-                f"evaluation of {resolved.env_id} failed after {len(partial.episodes)} of "
-                f"{self.episodes} episodes: {exc}",
+                f"evaluation of {resolved.env_id} failed after {self._counted_so_far()}: {exc}",
                 partial,
             ) from exc
         except BaseException:
-            # Not a driver outcome (bad recording options, a bug, task cancellation): make sure
-            # an env we made is closed.
+            # Not a driver outcome (bad recording options, a stage that stopped early, a bug,
+            # task cancellation): make sure an env we made is closed.
             await self._close_owned_env()
             raise
         finally:
@@ -393,7 +381,7 @@ class SessionEvaluation:
                 except Exception:
                     if ran:  # otherwise the run's own error matters more
                         raise
-        result = self._finish(hooks)
+        result = self._result(complete=True)
         if recorder is not None and recorder.write_error is not None:
             raise EvaluationError(
                 f"evaluation of {resolved.env_id} finished ({len(result.episodes)} episodes, in this "
@@ -402,29 +390,97 @@ class SessionEvaluation:
             ) from recorder.write_error
         return result
 
-    def _finish(self, hooks: _EvaluationHooks) -> EvalResult:
-        """The result of a session that ended normally, or the error that stopped it early."""
-        name = self.resolved.env_id
+    def _hooks(
+        self, quotas: tuple[int, ...], bar: EpisodeProgress | None, yield_to_loop: bool, steps_used: int = 0
+    ) -> _EvaluationHooks:
+        max_steps = self.options.max_steps
+        if max_steps is None:
+            return _EvaluationHooks(EpisodeQuotas(quotas), bar, yield_to_loop)
+        # The cap holds over both stages: the estimate gets what the pilot left (at least a step).
+        return _CappedEvaluationHooks(
+            EpisodeQuotas(quotas), bar, yield_to_loop, max(max_steps - steps_used, 1)
+        )
+
+    async def _run_two_stages(
+        self, bar: EpisodeProgress | None, yield_to_loop: bool, extra_hooks: Sequence[RuntimeHooks]
+    ) -> None:
+        """``target_ci``: the pilot session, then a fresh session for the estimate (:mod:`._precision`)."""
+        options = self.options
+        target, cap = options.target_ci, options.max_episodes
+        assert target is not None and cap is not None  # checked by EvaluationOptions
+        pilot = _Stage(
+            pilot=True,
+            route_id=f"{self.route_id}-pilot",
+            quotas=self.quotas,
+            hooks=self._hooks(self.quotas, bar, yield_to_loop),
+            close_env=False,  # the estimate runs on it next
+        )
+        await self._run_stage(pilot, extra_hooks)
+        pilot_returns = [record.episode_return for record in pilot.hooks.quotas.records]
+        rounds = estimate_rounds(pilot_returns, target, self.episodes, cap)
+        quotas = tuple(quota * rounds for quota in self.quotas)
+        if bar is not None:
+            bar.add_total(sum(quotas))
+        steps_used = pilot.driver.timing.env_step.count if pilot.driver and pilot.driver.timing else 0
+        hooks = self._hooks(quotas, bar, yield_to_loop, steps_used)
+        estimate = _Stage(
+            pilot=False, route_id=self.route_id, quotas=quotas, hooks=hooks, close_env=self.resolved.owned
+        )
+        await self._run_stage(estimate, extra_hooks)
+
+    async def _run_stage(self, stage: _Stage, extra_hooks: Sequence[RuntimeHooks]) -> None:
+        """Run one runtime session; ``EvaluationError`` when it stopped before its quotas were met."""
+        resolved, hooks = self.resolved, stage.hooks
+        self.stages.append(stage)
+        spec = RuntimeSessionSpec(
+            session_id=self.session_id,
+            route_id=stage.route_id,
+            env_contract=resolved.env.contract,
+            num_envs=resolved.num_envs,
+            env_id=resolved.env_id,
+            base_seed=self.options.seed,
+            max_episodes=None,
+            close_env_on_end=stage.close_env,
+            limits=self.limits,
+        )
+        # A reused env (or the pilot's, before the estimate) may still have episodes running
+        # from an earlier session; the cold reset would report them as interrupted completions
+        # of this one.
+        _drain_episodes(resolved.env)
+        driver = stage.driver = RuntimeDriver(spec, resolved.env, self.model, hooks=[hooks, *extra_hooks])
+        hooks.driver = driver
+        try:
+            await driver.run_with_cancellation_reason(self.token, _INTERRUPT_REASON)
+        except InvalidSpecError:  # rejected before anything ran: the driver closed nothing
+            raise
+        except RuntimeDriverError:
+            # The driver's failure path closes the env when the session was told to.
+            self._env_closed = stage.close_env
+            raise
+        self._env_closed = stage.close_env
+        name = resolved.env_id
         if hooks.error is not None:
-            partial = self._result(complete=False)
             raise EvaluationError(
-                f"evaluation of {name} stopped after {len(partial.episodes)} of {self.episodes} episodes: "
-                f"counting a completed episode failed: {hooks.error}",
-                partial,
+                f"evaluation of {name} stopped after {self._counted_so_far()}: counting a completed "
+                f"episode failed: {hooks.error}",
+                self._result(complete=False),
             ) from hooks.error
         if not hooks.quotas.met:
-            partial = self._result(complete=False)
             raise EvaluationError(
-                f"evaluation of {name} reached max_steps={self.max_steps} vector steps with "
-                f"{len(partial.episodes)} of {self.episodes} episodes counted (per lane "
-                f"{list(hooks.quotas.counts)} of {list(self.quotas)}); raise max_steps, or make sure "
-                f"every lane's episodes end (e.g. with a TimeLimit wrapper)",
-                partial,
+                f"evaluation of {name} reached max_steps={self.options.max_steps} vector steps with "
+                f"{self._counted_so_far()} counted (per lane {list(hooks.quotas.counts)} of "
+                f"{list(stage.quotas)}); raise max_steps, or make sure every lane's episodes end "
+                f"(e.g. with a TimeLimit wrapper)",
+                self._result(complete=False),
             )
-        return self._result(complete=True)
+
+    def _counted_so_far(self) -> str:
+        stage = self.stages[-1]
+        counted = f"{len(stage.hooks.quotas.records)} of {sum(stage.quotas)}"
+        return f"{counted} pilot episodes" if stage.pilot else f"{counted} episodes"
 
     async def _close_owned_env(self) -> None:
-        if self.resolved.owned:
+        if self.resolved.owned and not self._env_closed:
             try:
                 await self.resolved.env.close(self.limits.service_close_timeout)
             except Exception:  # the original error matters more than a failed close
@@ -446,134 +502,6 @@ def _describe_spaces(contract: Any) -> str:
     except Exception:  # a description is a courtesy; never mask the real error
         return "spaces not describable"
     return f"observation space {observation}, action space {action}"
-
-
-def check_run_arguments(
-    episodes: Any, seed: Any, max_steps: Any, hooks: Any, limits: Any
-) -> tuple[RuntimeHooks, ...]:
-    """Check the arguments every evaluation takes; return ``hooks`` as a tuple."""
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
-        raise ValueError(f"seed must be None or an int in [0, 2**63), got {seed!r}")
-    if max_steps is not None and (
-        isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
-    ):
-        raise ValueError(f"max_steps must be None or an int >= 1 (vector steps), got {max_steps!r}")
-    if isinstance(hooks, RuntimeHooks):
-        hooks = (hooks,)
-    for hook in hooks:
-        if not isinstance(hook, RuntimeHooks):
-            raise TypeError(f"hooks must be RuntimeHooks instances, got {type(hook).__qualname__}")
-    if limits is not None and not isinstance(limits, RuntimeLimits):
-        raise TypeError(f"limits must be a RuntimeLimits, got {type(limits).__qualname__}")
-    return tuple(hooks)
-
-
-def _prepare(
-    env: Any,
-    policy: Any,
-    *,
-    episodes: int,
-    num_envs: int | None,
-    seed: int | None,
-    autoreset: str | None,
-    vectorization: str | None,
-    hooks: Sequence[RuntimeHooks],
-    progress: bool,
-    record: str | os.PathLike[str] | Any | None,
-    limits: RuntimeLimits | None,
-    session_id: str | None,
-    route_id: str | None,
-    device: str,
-    deterministic: bool,
-    allow_pickle: bool,
-    env_kwargs: dict[str, Any] | None,
-    max_steps: int | None = None,
-    target_ci: float | None = None,
-    max_episodes: int | None = None,
-) -> SessionEvaluation:
-    hooks = check_run_arguments(episodes, seed, max_steps, hooks, limits)
-    max_episodes = check_precision_arguments(target_ci, max_episodes, episodes)
-    env_kwargs = _frame_env_kwargs(env, record, env_kwargs)
-    from rlmesh_gym.envs.resolve import resolve_env  # loads gymnasium: only when an env is resolved
-
-    resolved = resolve_env(
-        env, num_envs=num_envs, autoreset=autoreset, vectorization=vectorization, env_kwargs=env_kwargs
-    )
-    try:
-        _check_frame_render_mode(resolved, record)
-        model = resolve_policy(
-            policy,
-            resolved.env.contract,
-            seed=seed,
-            device=device,
-            deterministic=deterministic,
-            allow_pickle=allow_pickle,
-        )
-        return SessionEvaluation(
-            resolved,
-            model,
-            policy_name=describe_policy(policy),
-            episodes=episodes,
-            seed=seed,
-            hooks=hooks,
-            progress=progress,
-            record=record,
-            limits=limits,
-            session_id=session_id,
-            route_id=route_id,
-            max_steps=max_steps,
-            env_kwargs=env_kwargs,
-            target_ci=target_ci,
-            max_episodes=max_episodes,
-        )
-    except BaseException:
-        if resolved.owned:
-            timeout = (limits or RuntimeLimits()).service_close_timeout
-            run_blocking(lambda: resolved.env.close(timeout), lambda: None)
-        raise
-
-
-_SERVER_SET = ("num_envs", "autoreset", "vectorization", "env_kwargs", "route_id")
-_FLEET_PASSED = (
-    "episodes",
-    "seed",
-    "on_server_failure",
-    "hooks",
-    "progress",
-    "record",
-    "limits",
-    "session_id",
-    "device",
-    "deterministic",
-    "allow_pickle",
-    "max_steps",
-)
-
-
-def _fleet_options(arguments: dict[str, Any]) -> dict[str, Any]:
-    """The fleet's share of :func:`evaluate`'s arguments; ``ValueError`` for one the servers set."""
-    given = [name for name in _SERVER_SET if arguments[name] is not None]
-    if given:
-        raise ValueError(
-            f"{', '.join(given)} cannot be given for a fleet of env servers: each server sets its own "
-            "lanes, autoreset mode and env (see serve-env)"
-        )
-    if arguments["target_ci"] is not None or arguments["max_episodes"] is not None:
-        raise ValueError(
-            "target_ci and max_episodes apply to one session; a fleet evaluates a fixed number of "
-            "episodes (choose it with target_ci on one server first)"
-        )
-    return {name: arguments[name] for name in _FLEET_PASSED}
-
-
-def _check_not_fleet(on_server_failure: str) -> None:
-    if on_server_failure != "raise":
-        raise ValueError(
-            f"on_server_failure={on_server_failure!r} applies only to a fleet (a list of env server "
-            "addresses as env)"
-        )
 
 
 def _frame_lanes(record: Any) -> tuple[int, ...]:
@@ -661,12 +589,12 @@ def evaluate(
     every quota is met raises :class:`EvaluationError` (``.partial`` holds the episodes
     counted so far), so a lane whose episodes never end cannot run forever.
 
-    ``target_ci`` (a return difference, e.g. ``5.0``) makes ``episodes`` a round: after each
-    round, while the mean return's 95 % CI half-width is above ``target_ci``, every lane's
-    quota grows by its first-round quota, up to ``max_episodes`` (default ``100 * episodes``;
-    never exceeded, only whole rounds). ``len(result.episodes)`` is the number used and
-    ``result.target_met`` says whether the target was reached (docs/evaluation.md, "How many
-    episodes").
+    ``target_ci`` (a return difference, e.g. ``5.0``) makes ``episodes`` a pilot round whose
+    spread sets how many more rounds a 95 % CI of that half-width needs; those rounds run as a
+    fresh session and give the result (``result.pilot_episodes`` holds the pilot's, which no
+    statistic uses, so the mean stays unbiased). ``max_episodes`` caps pilot and estimate
+    together (default ``100 * episodes``); ``result.target_met`` says whether the interval met
+    the target (docs/evaluation.md, "How many episodes?").
 
     An env you pass in can be evaluated again: episodes it still has running (from an earlier
     evaluation or your own use) are ended before the session starts and are not counted, and
@@ -691,92 +619,74 @@ def evaluate(
     >>> result.mean_return
     500.0
     """
+    options = EvaluationOptions(
+        **{name: value for name, value in locals().items() if name not in ("env", "policy")}
+    )
     if isinstance(env, (list, tuple)):  # a fleet of env servers
         from rlmesh_gym.evaluation.fleet import evaluate_fleet  # it builds on this module
 
-        return evaluate_fleet(env, policy, **_fleet_options(locals()))
-    _check_not_fleet(on_server_failure)
-    evaluation = _prepare(
-        env,
-        policy,
-        episodes=episodes,
-        num_envs=num_envs,
-        seed=seed,
-        autoreset=autoreset,
-        vectorization=vectorization,
-        hooks=hooks,
-        progress=progress,
-        record=record,
-        limits=limits,
-        session_id=session_id,
-        route_id=route_id,
-        device=device,
-        deterministic=deterministic,
-        allow_pickle=allow_pickle,
-        env_kwargs=env_kwargs,
-        max_steps=max_steps,
-        target_ci=target_ci,
-        max_episodes=max_episodes,
-    )
+        return evaluate_fleet(env, policy, **options.fleet_arguments())
+    evaluation = _prepare(env, policy, options)
     return run_blocking(evaluation.run, evaluation.cancel)
 
 
-async def evaluate_async(
-    env: Any,
-    policy: Any,
-    *,
-    episodes: int = 10,
-    num_envs: int | None = None,
-    seed: int | None = None,
-    autoreset: str | None = None,
-    vectorization: str | None = None,
-    hooks: Sequence[RuntimeHooks] = (),
-    progress: bool = True,
-    record: str | os.PathLike[str] | Any | None = None,
-    limits: RuntimeLimits | None = None,
-    session_id: str | None = None,
-    route_id: str | None = None,
-    device: str = "cpu",
-    deterministic: bool = True,
-    allow_pickle: bool = False,
-    env_kwargs: dict[str, Any] | None = None,
-    max_steps: int | None = None,
-    on_server_failure: str = "raise",
-    target_ci: float | None = None,
-    max_episodes: int | None = None,
-) -> EvalResult:
-    """:func:`evaluate` as a coroutine, run on the caller's event loop.
+@coroutine_twin(evaluate)
+async def evaluate_async(env: Any, policy: Any, **arguments: Any) -> EvalResult:
+    """:func:`evaluate` as a coroutine, run on the caller's event loop (same arguments).
 
     The session hands control back to the loop once per completed episode (an in-process env
     and policy never suspend between steps), so other tasks keep running and cancelling the
     awaiting task takes effect within an episode; the env and model route are then closed and
     ``CancelledError`` propagates.
     """
+    options = EvaluationOptions(**arguments)
     if isinstance(env, (list, tuple)):  # a fleet of env servers
         from rlmesh_gym.evaluation.fleet import evaluate_fleet_async  # it builds on this module
 
-        return await evaluate_fleet_async(env, policy, **_fleet_options(locals()))
-    _check_not_fleet(on_server_failure)
-    evaluation = _prepare(
+        return await evaluate_fleet_async(env, policy, **options.fleet_arguments())
+    return await _prepare(env, policy, options).run(yield_to_loop=True)
+
+
+def _prepare(env: Any, policy: Any, options: EvaluationOptions) -> SessionEvaluation:
+    """Resolve the env and the policy for one session (an env made here is closed on failure)."""
+    options.check_single_env()
+    env_kwargs = _frame_env_kwargs(env, options.record, options.env_kwargs)
+    if env_kwargs is not options.env_kwargs:
+        options = dataclasses.replace(options, env_kwargs=env_kwargs)
+    from rlmesh_gym.envs.resolve import resolve_env  # loads gymnasium: only when an env is resolved
+
+    resolved = resolve_env(
         env,
-        policy,
-        episodes=episodes,
-        num_envs=num_envs,
-        seed=seed,
-        autoreset=autoreset,
-        vectorization=vectorization,
-        hooks=hooks,
-        progress=progress,
-        record=record,
-        limits=limits,
-        session_id=session_id,
-        route_id=route_id,
-        device=device,
-        deterministic=deterministic,
-        allow_pickle=allow_pickle,
+        num_envs=options.num_envs,
+        autoreset=options.autoreset,
+        vectorization=options.vectorization,
         env_kwargs=env_kwargs,
-        max_steps=max_steps,
-        target_ci=target_ci,
-        max_episodes=max_episodes,
     )
-    return await evaluation.run(yield_to_loop=True)
+    try:
+        return _session(resolved, policy, options)
+    except BaseException:
+        if resolved.owned:
+            timeout = options.effective_limits.service_close_timeout
+            run_blocking(lambda: resolved.env.close(timeout), lambda: None)
+        raise
+
+
+def _session(resolved: ResolvedEnv, policy: Any, options: EvaluationOptions) -> SessionEvaluation:
+    """The evaluation of ``policy`` (resolved here) on an env already resolved."""
+    _check_frame_render_mode(resolved, options.record)
+    model = resolve_policy(
+        policy,
+        resolved.env.contract,
+        seed=options.seed,
+        device=options.device,
+        deterministic=options.deterministic,
+        allow_pickle=options.allow_pickle,
+    )
+    return SessionEvaluation(resolved, model, options, policy_name=describe_policy(policy))
+
+
+def evaluate_resolved(resolved: ResolvedEnv, policy: Any, options: EvaluationOptions) -> EvalResult:
+    """:func:`evaluate` on an env already resolved, with ``options`` (``env_kwargs`` then only
+    say what the env was made with, for the recording). An env marked owned is closed at the end."""
+    evaluation = _session(resolved, policy, options)
+    return run_blocking(evaluation.run, evaluation.cancel)

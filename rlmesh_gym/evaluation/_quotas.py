@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlmesh_gym.records import EpisodeRecord
+from rlmesh_gym.recording.episode_record import EpisodeRecord
 
 __all__ = ["EpisodeQuotas", "lane_quotas"]
 
@@ -31,21 +31,16 @@ class EpisodeQuotas:
     episodes (a lane whose episodes are short finishes more of them before the stop). Counting
     a fixed number of episodes per lane, in the order each lane finishes them, keeps every
     lane's sample independent of episode length.
-
-    With ``keep_overflow`` the episodes a lane finishes beyond its quota are kept aside, in
-    order, instead of ignored: :meth:`add_round` raises the quotas and counts them first, so a
-    lane's counted episodes stay its first ones however far it ran ahead.
     """
 
-    __slots__ = ("quotas", "records", "_counts", "_counted_ids", "_lanes_open", "_overflow")
+    __slots__ = ("quotas", "records", "_counts", "_counted_ids", "_lanes_open")
 
-    def __init__(self, quotas: tuple[int, ...], *, keep_overflow: bool = False) -> None:
+    def __init__(self, quotas: tuple[int, ...]) -> None:
         self.quotas = quotas
         self.records: list[EpisodeRecord] = []
         self._counts = [0] * len(quotas)
         self._counted_ids: set[str] = set()
         self._lanes_open = sum(1 for quota in quotas if quota > 0)
-        self._overflow: list[list[EpisodeRecord]] | None = [[] for _ in quotas] if keep_overflow else None
 
     @property
     def met(self) -> bool:
@@ -70,36 +65,10 @@ class EpisodeQuotas:
                 f"outside the {len(self._counts)} lane(s) being evaluated"
             )
         if self._counts[lane] >= self.quotas[lane]:
-            if self._overflow is not None:
-                self._overflow[lane].append(record)
             return False
-        self._count(record)
-        return True
-
-    def _count(self, record: EpisodeRecord) -> None:
-        lane = record.lane
         self._counts[lane] += 1
         self.records.append(record)
         self._counted_ids.add(record.episode_id)
         if self._counts[lane] == self.quotas[lane]:
             self._lanes_open -= 1
-
-    def add_round(self, extra: tuple[int, ...]) -> list[EpisodeRecord]:
-        """Raise lane ``i``'s quota by ``extra[i]``; count the kept overflow episodes that now
-        fit (returned, in lane order), oldest first. Needs ``keep_overflow``."""
-        if self._overflow is None:
-            raise RuntimeError("add_round needs EpisodeQuotas(..., keep_overflow=True)")
-        if len(extra) != len(self.quotas):
-            raise ValueError(f"a round has one quota per lane ({len(self.quotas)}), got {len(extra)}")
-        self.quotas = tuple(quota + more for quota, more in zip(self.quotas, extra, strict=True))
-        self._lanes_open = sum(
-            1 for count, quota in zip(self._counts, self.quotas, strict=True) if count < quota
-        )
-        counted: list[EpisodeRecord] = []
-        for lane, waiting in enumerate(self._overflow):
-            room = self.quotas[lane] - self._counts[lane]
-            for record in waiting[:room]:
-                self._count(record)
-                counted.append(record)
-            del waiting[:room]
-        return counted
+        return True

@@ -18,13 +18,13 @@ from rlmesh_gym.evaluation._statistics import (
     bootstrap_interval,
     interquartile_mean,
 )
-from rlmesh_gym.records import EpisodeRecord
+from rlmesh_gym.recording.episode_record import EpisodeRecord
 
 if TYPE_CHECKING:  # optional extras, imported only when used
     import pandas
     from matplotlib.figure import Figure
 
-__all__ = ["EvalResult", "EvalTimings", "FleetServer"]
+__all__ = ["EvalResult", "EvalTimings", "FleetServer", "combined_timings", "json_ready"]
 
 # Episode rows shown by the HTML repr before it elides the rest.
 _HTML_ROWS = 10
@@ -54,7 +54,8 @@ class EvalTimings:
     ``wall_seconds`` is the runtime session's time from its start (the cold reset) to the step
     that met the last quota; env construction, policy loading and closing are not included.
     ``env_steps`` counts lane steps (``vector_steps * num_envs``), the way a hand-written vector
-    loop counts them, and ``env_steps_per_second`` divides it by ``wall_seconds``.
+    loop counts them, and ``env_steps_per_second`` divides it by ``wall_seconds``. With
+    ``target_ci`` the pilot's and the estimate's sessions are added up.
 
     The rest splits that time: ``reset_ms`` is the total spent in ``env.reset`` (``resets``
     calls: the cold reset, plus the driver's partial resets under DISABLED autoreset);
@@ -102,6 +103,34 @@ class FleetServer:
         return values
 
 
+def combined_timings(timings: Sequence[EvalTimings], wall_seconds: float | None = None) -> EvalTimings:
+    """Several sessions' timings added up (per-step means weighted by steps) over ``wall_seconds``
+    (default: the sessions' wall times added, for sessions run one after the other)."""
+    if wall_seconds is None:
+        if len(timings) == 1:
+            return timings[0]
+        wall_seconds = sum(t.wall_seconds for t in timings)
+    steps = sum(t.vector_steps for t in timings)
+    env_steps = sum(t.env_steps for t in timings)
+
+    def weighted(name: str) -> float | None:
+        pairs = [(getattr(t, name), t.vector_steps) for t in timings if getattr(t, name) is not None]
+        total = sum(count for _, count in pairs)
+        return sum(value * count for value, count in pairs) / total if total else None
+
+    return EvalTimings(
+        wall_seconds=wall_seconds,
+        vector_steps=steps,
+        env_steps=env_steps,
+        env_steps_per_second=env_steps / wall_seconds if wall_seconds > 0 else 0.0,
+        resets=sum(t.resets for t in timings),
+        reset_ms=sum(t.reset_ms for t in timings),
+        env_step_ms=weighted("env_step_ms"),
+        model_wait_ms=weighted("model_wait_ms"),
+        overhead_ms=weighted("overhead_ms"),
+    )
+
+
 def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values) if values else math.nan
 
@@ -114,14 +143,22 @@ def _std(values: Sequence[float]) -> float:
     return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values))
 
 
-def _json_number(value: float | None) -> float | None:
-    # JSON has no NaN: statistics of an empty result are written as null.
-    return None if value is None or math.isnan(value) else value
+def json_ready(value: Any) -> Any:
+    """``value`` (dicts, lists and scalars) with the floats JSON cannot hold replaced: NaN (no
+    value, e.g. the mean of no episode) by ``None``, infinities by the strings ``"inf"`` and
+    ``"-inf"`` (``float()`` reads them back)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {key: json_ready(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(item) for item in value]
+    return value
 
 
 @dataclass(frozen=True, slots=True)
 class EvalResult:
-    """The outcome of :func:`~rlmesh_gym.evaluate`: one :class:`~rlmesh_gym.records.EpisodeRecord`
+    """The outcome of :func:`~rlmesh_gym.evaluate`: one :class:`~rlmesh_gym.recording.EpisodeRecord`
     per counted episode, in completion order, plus the settings that produced them.
 
     Lane ``i`` contributes exactly ``quotas[i]`` episodes, its first ones (see
@@ -146,7 +183,8 @@ class EvalResult:
     confidence intervals of both (``mean_return_ci``, ``iqm_return_ci``), drawn with
     ``bootstrap_resamples`` resamples from an rng seeded with ``bootstrap_seed``
     (:meth:`with_bootstrap` changes them). ``target_ci`` is the half-width
-    ``evaluate(..., target_ci=)`` aimed for (``None`` when it was not used).
+    ``evaluate(..., target_ci=)`` aimed for (``None`` when it was not used); its pilot round's
+    episodes are in ``pilot_episodes``, not in ``episodes`` nor in any statistic.
     """
 
     env_id: str
@@ -167,6 +205,7 @@ class EvalResult:
     bootstrap_resamples: int = DEFAULT_RESAMPLES
     bootstrap_seed: int = DEFAULT_BOOTSTRAP_SEED
     target_ci: float | None = None
+    pilot_episodes: tuple[EpisodeRecord, ...] = ()
     # Bootstrap intervals, computed on first use (the dict is mutable; the result is not).
     _intervals: dict[str, ConfidenceInterval] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -249,8 +288,9 @@ class EvalResult:
 
     @property
     def target_met(self) -> bool | None:
-        """With ``target_ci``: whether the mean's CI half-width reached it (``False`` when the
-        episode cap stopped the rounds first); ``None`` without a target."""
+        """With ``target_ci``: whether the mean's CI half-width came out at most ``target_ci``
+        (``False`` when the episode cap limited the estimate, or the pilot underestimated the
+        returns' spread); ``None`` without a target."""
         if self.target_ci is None:
             return None
         return self.has_intervals and self._interval("mean").half_width <= self.target_ci
@@ -288,7 +328,8 @@ class EvalResult:
 
     def summary(self) -> dict[str, Any]:
         """The summary statistics as a dict (NaN for an empty result; the interval bounds are
-        NaN for fewer than 2 episodes)."""
+        NaN for fewer than 2 episodes). ``episodes`` counts the episodes the statistics are
+        computed from, ``pilot_episodes`` those of ``target_ci``'s pilot round (0 without one)."""
         bounds = {}
         for statistic in ("mean", "iqm"):
             interval = self._interval(statistic) if self.has_intervals else None
@@ -296,6 +337,7 @@ class EvalResult:
             bounds[f"{statistic}_return_ci_high"] = interval.high if interval else math.nan
         return {
             "episodes": len(self.episodes),
+            "pilot_episodes": len(self.pilot_episodes),
             "mean_return": self.mean_return,
             "mean_return_ci_low": bounds["mean_return_ci_low"],
             "mean_return_ci_high": bounds["mean_return_ci_high"],
@@ -312,34 +354,42 @@ class EvalResult:
     # -- export -----------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        """Settings, summary, timings and episodes as a JSON-ready dict (NaN written as ``None``)."""
-        return {
-            "env_id": self.env_id,
-            "policy": self.policy,
-            "num_envs": self.num_envs,
-            "episodes_requested": self.episodes_requested,
-            "seed": self.seed,
-            "autoreset": self.autoreset,
-            "vectorization": self.vectorization,
-            "session_id": self.session_id,
-            "route_id": self.route_id,
-            "quotas": list(self.quotas),
-            "complete": self.complete,
-            "summary": {key: _json_number(value) for key, value in self.summary().items()},
-            "bootstrap": self._bootstrap_settings(),
-            "target_ci": self.target_ci,
-            "target_met": self.target_met,
-            "timings": self.timings.to_dict(),
-            "episodes": [record.to_dict() for record in self.episodes],
-            **(
-                {
-                    "servers": [server.to_dict() for server in self.servers],
-                    "reassigned_episodes": self.reassigned_episodes,
-                }
-                if self.servers
-                else {}
-            ),
-        }
+        """Settings, summary, timings and episodes as a JSON-ready dict (see :func:`json_ready`:
+        NaN written as ``None``, infinities as ``"inf"``/``"-inf"``)."""
+        return json_ready(
+            {
+                "env_id": self.env_id,
+                "policy": self.policy,
+                "num_envs": self.num_envs,
+                "episodes_requested": self.episodes_requested,
+                "seed": self.seed,
+                "autoreset": self.autoreset,
+                "vectorization": self.vectorization,
+                "session_id": self.session_id,
+                "route_id": self.route_id,
+                "quotas": list(self.quotas),
+                "complete": self.complete,
+                "summary": self.summary(),
+                "bootstrap": self._bootstrap_settings(),
+                "target_ci": self.target_ci,
+                "target_met": self.target_met,
+                "timings": self.timings.to_dict(),
+                "episodes": [record.to_dict() for record in self.episodes],
+                **(
+                    {"pilot_episodes": [record.to_dict() for record in self.pilot_episodes]}
+                    if self.pilot_episodes
+                    else {}
+                ),
+                **(
+                    {
+                        "servers": [server.to_dict() for server in self.servers],
+                        "reassigned_episodes": self.reassigned_episodes,
+                    }
+                    if self.servers
+                    else {}
+                ),
+            }
+        )
 
     def _bootstrap_settings(self) -> dict[str, Any]:
         settings: dict[str, Any] = {
@@ -487,10 +537,10 @@ class EvalResult:
         if self.target_ci is None:
             return f"{len(self.episodes)} of {self.episodes_requested}"
         rounds = sum(self.quotas) // self.episodes_requested
-        outcome = "met" if self.target_met else "not met (episode cap)"
+        outcome = "met" if self.target_met else "not met"
         return (
-            f"{len(self.episodes)} ({rounds} round(s) of {self.episodes_requested}; "
-            f"target CI half-width {self.target_ci:g} {outcome})"
+            f"{len(self.episodes)} ({rounds} round(s) of {self.episodes_requested}) after a pilot of "
+            f"{len(self.pilot_episodes)}; target CI half-width {self.target_ci:g} {outcome}"
         )
 
     def __str__(self) -> str:

@@ -39,14 +39,14 @@ from rlmesh_gym.evaluation._evaluate import (
     EvaluationError,
     PolicyMismatchError,
     SessionEvaluation,
-    check_run_arguments,
     default_ids,
 )
+from rlmesh_gym.evaluation._options import EvaluationOptions, check_run_arguments, coroutine_twin
 from rlmesh_gym.evaluation._progress import EpisodeProgress, progress_wanted
 from rlmesh_gym.evaluation._quotas import lane_quotas
-from rlmesh_gym.evaluation._result import EvalResult, EvalTimings, FleetServer
+from rlmesh_gym.evaluation._result import EvalResult, EvalTimings, FleetServer, combined_timings
 from rlmesh_gym.policies.resolve import describe_policy, resolve_policy
-from rlmesh_gym.records import EpisodeRecord
+from rlmesh_gym.recording.episode_record import EpisodeRecord
 from rlmesh_gym.runtime import (
     EnvRpcError,
     OperationTimeoutError,
@@ -305,20 +305,24 @@ class _Fleet:
                 server.route_ids.append(route)
                 record = self._part_record(server, round_, parts)
                 resolved = ResolvedEnv(env, self.env_id, server.num_envs, self.autoreset, None, owned=True)
-                evaluation = SessionEvaluation(
-                    resolved,
-                    model,
-                    policy_name=self.policy_name,
+                options = EvaluationOptions(
                     episodes=sum(quotas),
                     seed=self.seed,
                     hooks=self.hooks,
-                    progress=bar if bar is not None else False,
+                    progress=False,
                     record=record,
                     limits=self.limits,
                     session_id=self.session,
                     route_id=route,
                     max_steps=self.max_steps,
+                )
+                evaluation = SessionEvaluation(
+                    resolved,
+                    model,
+                    options,
+                    policy_name=self.policy_name,
                     quotas=tuple(quotas),
+                    progress_bar=bar,
                 )
                 evaluations.append((server, evaluation, model))
         except BaseException:
@@ -426,7 +430,7 @@ class _Fleet:
             route_id=",".join(route for server in servers for route in server.route_ids),
             quotas=lane_quotas(self.episodes, num_envs),
             episodes=tuple(records),
-            timings=_fleet_timings(timings, (perf_counter_ns() - started_ns) / 1e9),
+            timings=combined_timings(timings, (perf_counter_ns() - started_ns) / 1e9),
             complete=complete,
             servers=tuple(server.report() for server in servers),
             reassigned_episodes=reassigned,
@@ -487,29 +491,6 @@ def _reassignment_plan(survivors: list[_Server], episodes: int) -> list[tuple[_S
             server.quotas = [q + e for q, e in zip(server.quotas, share, strict=True)]
             plan.append((server, share))
     return plan
-
-
-def _fleet_timings(timings: list[EvalTimings], wall_seconds: float) -> EvalTimings:
-    """The sessions' timings added up over the fleet's wall time (per-step means weighted by steps)."""
-    steps = sum(t.vector_steps for t in timings)
-    env_steps = sum(t.env_steps for t in timings)
-
-    def weighted(name: str) -> float | None:
-        pairs = [(getattr(t, name), t.vector_steps) for t in timings if getattr(t, name) is not None]
-        total = sum(count for _, count in pairs)
-        return sum(value * count for value, count in pairs) / total if total else None
-
-    return EvalTimings(
-        wall_seconds=wall_seconds,
-        vector_steps=steps,
-        env_steps=env_steps,
-        env_steps_per_second=env_steps / wall_seconds if wall_seconds > 0 else 0.0,
-        resets=sum(t.resets for t in timings),
-        reset_ms=sum(t.reset_ms for t in timings),
-        env_step_ms=weighted("env_step_ms"),
-        model_wait_ms=weighted("model_wait_ms"),
-        overhead_ms=weighted("overhead_ms"),
-    )
 
 
 def _check_addresses(addresses: Sequence[str]) -> tuple[str, ...]:
@@ -579,33 +560,6 @@ async def _close_models(models: list[Any], policy_address: str | None) -> None:
             await model.close()
 
 
-async def evaluate_fleet_async(
-    addresses: Sequence[str],
-    policy: Any = None,
-    *,
-    episodes: int = 10,
-    seed: int | None = None,
-    on_server_failure: str = "raise",
-    hooks: Sequence[RuntimeHooks] = (),
-    progress: bool = True,
-    record: str | os.PathLike[str] | Any | None = None,
-    limits: RuntimeLimits | None = None,
-    session_id: str | None = None,
-    device: str = "cpu",
-    deterministic: bool = True,
-    allow_pickle: bool = False,
-    max_steps: int | None = None,
-    token: str | None = None,
-    connect_timeout: float = 10.0,
-    request_timeout: float | None = None,
-    policy_address: str | None = None,
-) -> EvalResult:
-    """:func:`evaluate_fleet` as a coroutine on the caller's event loop."""
-    arguments = locals()  # exactly _Fleet's parameters
-    fleet = _Fleet(**arguments)
-    return await fleet.run()
-
-
 def evaluate_fleet(
     addresses: Sequence[str],
     policy: Any = None,
@@ -652,3 +606,10 @@ def evaluate_fleet(
     arguments = locals()  # exactly _Fleet's parameters
     fleet = _Fleet(**arguments)
     return run_blocking(fleet.run, fleet.cancel)
+
+
+@coroutine_twin(evaluate_fleet)
+async def evaluate_fleet_async(addresses: Sequence[str], **arguments: Any) -> EvalResult:
+    """:func:`evaluate_fleet` as a coroutine on the caller's event loop (same arguments)."""
+    fleet = _Fleet(addresses, **arguments)
+    return await fleet.run()

@@ -1,4 +1,5 @@
-"""Episode recording: a runtime hook that writes episodes to a msgpack file, and its reader.
+"""Episode recording: a runtime hook that writes episodes to a msgpack file, and its reader; and
+``EpisodeRecord``, the summary of one finished episode that recordings and evaluation results share.
 
 >>> from rlmesh_gym import evaluate
 >>> from rlmesh_gym.recording import RecordingOptions, load_recording, replay_episode
@@ -24,9 +25,11 @@ from rlmesh_gym.recording._reader import (
 )
 from rlmesh_gym.recording._recorder import EpisodeRecorder
 from rlmesh_gym.recording._replay import ReplayDivergence, ReplayResult, replay_episode
+from rlmesh_gym.recording.episode_record import EpisodeRecord
 
 __all__ = [
     "FORMAT_VERSION",
+    "EpisodeRecord",
     "EpisodeRecorder",
     "RecordedEpisode",
     "Recording",

@@ -22,7 +22,7 @@ from rlmesh_gym.recording._format import (
     read_records,
 )
 from rlmesh_gym.recording._lanes import concat_values, tuples_from_lists
-from rlmesh_gym.records import EpisodeRecord
+from rlmesh_gym.recording.episode_record import EpisodeRecord
 from rlmesh_gym.spaces.limits import check_space_spec
 from rlmesh_gym.spaces.meta import from_meta_map
 

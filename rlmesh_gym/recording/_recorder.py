@@ -42,7 +42,7 @@ from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.recording._format import FORMAT_NAME, FORMAT_VERSION, MAX_LANES, new_packer
 from rlmesh_gym.recording._lanes import LaneValues
 from rlmesh_gym.recording._options import RecordingOptions
-from rlmesh_gym.records import EpisodeRecord
+from rlmesh_gym.recording.episode_record import EpisodeRecord
 from rlmesh_gym.runtime import AutoresetMode, RuntimeHooks
 from rlmesh_gym.runtime.events import (
     ActionReceivedEvent,

@@ -99,7 +99,7 @@ class RegisteredEpisode:
     """What the route registered for an env episode id the first time it saw it (treat as read-only).
 
     ``record_id`` (``ep-000001``, ...) is the route-global name events carry as
-    ``episode_record_id``. Not to be confused with :class:`rlmesh_gym.records.EpisodeRecord`, the
+    ``episode_record_id``. Not to be confused with :class:`rlmesh_gym.recording.EpisodeRecord`, the
     evaluated episode's summary (return, length, seed, ...).
     """
 

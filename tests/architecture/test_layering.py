@@ -24,7 +24,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("spaces",),
     ("runtime",),
     ("envs", "policies"),
-    ("records",),
     ("recording",),
     ("evaluation",),
     ("serve",),

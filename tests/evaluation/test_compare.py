@@ -11,7 +11,7 @@ import pytest
 
 from rlmesh_gym import compare
 from rlmesh_gym.evaluation import PolicyMismatchError, bootstrap_interval, probability_of_improvement
-from rlmesh_gym.recording import load_recording
+from rlmesh_gym.recording import load_recording, replay_episode
 
 
 def _counted_seeds(recording, quotas):
@@ -161,3 +161,31 @@ def test_an_env_that_autoresets_cannot_be_compared():
             compare(env, {"a": "random", "b": "random"}, episodes=4, progress=False)
     finally:
         env.close()
+
+
+def test_recordings_store_the_env_kwargs_and_replay_with_them(tmp_path):
+    # max_episode_steps=7 caps every episode of the shipped policy at 7 steps; a replay that
+    # remade CartPole-v1 without it would run on to 500 and not match.
+    comparison = compare(
+        "CartPole-v1",
+        {"shipped": "pretrained:cartpole", "random": "random"},
+        episodes=2,
+        num_envs=2,
+        progress=False,
+        record=tmp_path,
+        env_kwargs={"max_episode_steps": 7},
+    )
+    assert [row.returns["shipped"] for row in comparison.episodes] == [7.0, 7.0]
+    for path in comparison.recordings.values():
+        recording = load_recording(path)
+        assert recording.header.env_kwargs == {"max_episode_steps": 7}
+        replayed = replay_episode(recording, recording.episodes[0])
+        assert replayed.match and replayed.replayed_length == recording.episodes[0].length
+    # As in evaluate, env_kwargs apply to env ids only.
+    with pytest.raises(ValueError, match="env_kwargs apply only when env is an env id"):
+        compare(
+            gymnasium.make_vec("CartPole-v1", 2, vectorization_mode="sync"),
+            {"a": "random", "b": "random"},
+            episodes=2,
+            env_kwargs={"max_episode_steps": 7},
+        )

@@ -10,7 +10,7 @@ import pytest
 
 from rlmesh_gym.evaluation import EpisodeQuotas, EvalResult, EvalTimings, lane_quotas
 from rlmesh_gym.evaluation._progress import progress_wanted
-from rlmesh_gym.records import EpisodeRecord
+from rlmesh_gym.recording import EpisodeRecord
 
 
 def _record(

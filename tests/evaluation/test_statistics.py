@@ -17,7 +17,7 @@ from rlmesh_gym.evaluation import (
     lane_quotas,
     probability_of_improvement,
 )
-from rlmesh_gym.records import EpisodeRecord
+from rlmesh_gym.recording import EpisodeRecord
 
 # Fixed synthetic returns: skewed, with ties and an outlier.
 RETURNS = [12.0, 15.0, 9.0, 30.0, 15.0, 11.0, 200.0, 14.0, 13.0, 16.0, 10.0, 15.0]

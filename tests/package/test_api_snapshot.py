@@ -23,7 +23,6 @@ PUBLIC = (
     "rlmesh_gym.policies",
     "rlmesh_gym.proto",
     "rlmesh_gym.recording",
-    "rlmesh_gym.records",
     "rlmesh_gym.runtime",
     "rlmesh_gym.serve",
     "rlmesh_gym.spaces",

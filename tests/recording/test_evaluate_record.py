@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gymnasium
 import numpy as np
 import pytest
 
@@ -171,3 +172,48 @@ def test_an_incompatible_render_mode_with_frames_is_refused(rec_path):
             evaluate(env, "random", episodes=1, record=options)
     finally:
         env.close()
+
+
+class _FixedLengthEnv(gymnasium.Env):
+    """Episodes of ``length`` steps with reward 1 per step (so the return is the length)."""
+
+    length = 1
+
+    def __init__(self) -> None:
+        self.observation_space = gymnasium.spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+        self.action_space = gymnasium.spaces.Discrete(2)
+        self.steps = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.steps = 0
+        return np.zeros(1, dtype=np.float32), {}
+
+    def step(self, action):
+        self.steps += 1
+        return np.zeros(1, dtype=np.float32), 1.0, self.steps >= self.length, False, {}
+
+
+class _LongEnv(_FixedLengthEnv):
+    length = 6
+
+
+@pytest.mark.parametrize("autoreset", ["next_step", "disabled"])
+def test_overflow_episodes_are_recorded_as_not_counted(rec_path, autoreset):
+    # Lane 0's episodes take 1 step, lane 1's take 6: lane 0 meets its quota of 2 long before
+    # lane 1 and keeps finishing episodes beyond it until the session stops.
+    mode = {
+        "next_step": gymnasium.vector.AutoresetMode.NEXT_STEP,
+        "disabled": gymnasium.vector.AutoresetMode.DISABLED,
+    }
+    env = gymnasium.vector.SyncVectorEnv([_FixedLengthEnv, _LongEnv], autoreset_mode=mode[autoreset])
+    result = evaluate(env, "random", episodes=4, seed=0, record=rec_path, progress=False)
+    assert result.episodes_per_lane == (2, 2) and sorted(result.returns) == [1.0, 1.0, 6.0, 6.0]
+    recording = load_recording(rec_path)
+    lane0 = [episode for episode in recording.episodes if episode.lane == 0]
+    assert len(lane0) > 2  # the overflow
+    # Exactly each lane's first two are counted, the same ones as in the result.
+    assert [episode.counted for episode in lane0] == [True, True] + [False] * (len(lane0) - 2)
+    counted = {episode.episode_id for episode in recording.episodes if episode.counted}
+    assert counted == {record.episode_id for record in result.episodes}
+    assert [e.counted for e in recording.episodes if e.lane == 1] == [True, True]
