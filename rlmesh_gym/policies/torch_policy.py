@@ -32,7 +32,6 @@ from rlmesh_gym.policies._actions import (
 )
 from rlmesh_gym.policies._contract import ContractOrSpaces, PolicySpaces
 from rlmesh_gym.policies._model import PolicyModel
-from rlmesh_gym.policies._spaces import RAW_KINDS
 from rlmesh_gym.policies._torch_export import ExportedPolicy
 from rlmesh_gym.policies._torch_loading import load_policy_file
 from rlmesh_gym.proto import spaces_pb2
@@ -62,7 +61,7 @@ def _tensor_from_array(array: np.ndarray) -> torch.Tensor:
 
 def _observation_converter(codec: SpaceCodec, device: torch.device) -> Callable[[Any], Any]:
     """A function from the codec's decoded batch to tensors on ``device`` (same nesting)."""
-    if codec.kind in RAW_KINDS:
+    if codec.raw:
         to_bfloat16 = codec.spec.dtype == spaces_pb2.D_TYPE_BFLOAT16
         if device.type == "cpu" and not to_bfloat16:
             return _tensor_from_array
