@@ -33,8 +33,8 @@ import numpy as np
 from gymnasium.spaces import Discrete, MultiDiscrete, Space
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
+from rlmesh_gym._daemon_thread import DaemonThreadExecutor
 from rlmesh_gym.envs._infos import lane_info
-from rlmesh_gym.envs._worker_thread import DaemonThreadExecutor
 from rlmesh_gym.envs.env_ids import unknown_env_id
 from rlmesh_gym.envs.episodes import LaneEpisodes
 from rlmesh_gym.envs.one_lane import OneLaneVector, lane_zero_info

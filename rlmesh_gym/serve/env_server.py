@@ -50,10 +50,10 @@ from collections.abc import AsyncIterator
 import grpc
 import numpy as np
 
+from rlmesh_gym._daemon_thread import wait_for_call
 from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.runtime.errors import EnvRpcError, OperationTimeoutError
 from rlmesh_gym.runtime.seams import RuntimeEnv
-from rlmesh_gym.serve._calls import wait_for_call
 from rlmesh_gym.serve._lifecycle import ServerLifecycle
 from rlmesh_gym.serve._session import SessionGuard
 from rlmesh_gym.serve._telemetry import endpoint_telemetry
@@ -86,7 +86,7 @@ _RECOVERABLE_CODES = frozenset(
 class _RequestFailed(Exception):
     """One request's in-band ``EnvError``."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: env_pb2.EnvErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -233,31 +233,16 @@ class EnvServer(ServerLifecycle):
         try:
             # tonic clients wait for the response headers before sending anything.
             await context.send_initial_metadata(())
-            while True:
-                guard.waiting()
-                try:
-                    request = await anext(requests)
-                except StopAsyncIteration:
-                    break
-                except (asyncio.CancelledError, grpc.aio.AbortError):
-                    raise
-                except Exception as error:
-                    # Bytes that do not parse as a JoinRequest: this stream cannot go on.
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed JoinRequest: {error}")
-                guard.busy()
+            while (request := await guard.next_request(requests, context)) is not None:
                 response = await self._handle(request)
-                if response.WhichOneof("kind") == "close":
-                    closed = True
+                closed = response.WhichOneof("kind") == "close"
                 guard.replying()
                 yield response
                 if closed:
                     return
         except asyncio.CancelledError:
-            if guard.interruption is None:
-                raise
-            code, reason = guard.interruption
-            logger.info("env session of %s interrupted: %s", peer, reason)
-            await context.abort(code, reason)
+            await guard.abort_if_interrupted(context, f"env session of {peer}")
+            raise
         finally:
             guard.close()
             # Queued before the slot is freed: the next client's calls run after this drain.
@@ -434,7 +419,7 @@ class EnvServer(ServerLifecycle):
         """Queue the env's ``drain_episodes`` behind its earlier calls (``None``: it has none)."""
         self._awaiting_autoreset.clear()
         drain = getattr(self._env, "drain_episodes", None)
-        return None if drain is None else self._calls.submit(drain)
+        return None if drain is None else self._calls.submit_async(drain)
 
     async def _drain(
         self, pending: asyncio.Future[list[env_pb2.EpisodeMetadata]] | None, timeout: float | None = None
