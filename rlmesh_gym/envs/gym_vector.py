@@ -193,7 +193,7 @@ class GymVectorEnv(RuntimeEnv):
         self._reset_telemetry = EndpointTelemetry("env.reset")
         self._no_lanes = bytes(num_envs)  # a mask with no lane set
         # A single env becomes a vector of one lane here; everything below drives `_lanes`.
-        if vector:
+        if isinstance(env, VectorEnv):
             self._lanes: VectorEnv | OneLaneVector = env
             self._lane_info: Callable[[Mapping[str, Any], int], dict[str, Any]] = lane_info
         else:
@@ -222,7 +222,7 @@ class GymVectorEnv(RuntimeEnv):
         *,
         offload: bool = False,
         vector_kwargs: Mapping[str, Any] | None = None,
-        wrappers: Sequence[Callable[[gymnasium.Env], gymnasium.Env]] | None = None,
+        wrappers: Sequence[Callable[[gymnasium.Env], gymnasium.Wrapper]] | None = None,
         **env_kwargs: Any,
     ) -> GymVectorEnv:
         """Build ``num_envs`` lanes of ``env_id`` with ``gymnasium.make_vec`` and wrap them.

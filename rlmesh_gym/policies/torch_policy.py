@@ -239,7 +239,7 @@ class _ActionResolver:
         if self.kind == "discrete":
             self.start = int(leaf.spec.discrete.start)
             self.n = int(leaf.spec.discrete.n)
-        elif self.kind == "multi_discrete":
+        elif self.kind == "multi_discrete" and leaf.nvec is not None:
             nvec = leaf.nvec.reshape(-1)
             self.max_n = int(nvec.max()) if nvec.size else 0
             self.total = int(nvec.sum())
@@ -249,9 +249,8 @@ class _ActionResolver:
             # Flat logits (N, sum(nvec)), as Stable-Baselines3's MultiCategorical: column c of
             # component i goes to padded position (i, c).
             self.flat_rows = torch.from_numpy(np.repeat(np.arange(nvec.size), nvec)).to(device)
-            self.flat_columns = torch.from_numpy(np.concatenate([np.arange(k) for k in nvec] or [[]])).to(
-                device=device, dtype=torch.int64
-            )
+            columns = np.concatenate([np.arange(k) for k in nvec]) if nvec.size else np.zeros(0, np.int64)
+            self.flat_columns = torch.from_numpy(columns).to(device=device, dtype=torch.int64)
 
     def expected(self, rows: int) -> str:
         if self.leaf is None:
@@ -275,8 +274,9 @@ class _ActionResolver:
         leaf = self.leaf
         if leaf is None:
             return self._resolve_composite(output, rows, path, generator)
-        from_distribution = type(output) is not _Tensor and isinstance(output, Distribution)
-        if from_distribution:
+        from_distribution = False
+        if type(output) is not _Tensor and isinstance(output, Distribution):
+            from_distribution = True
             try:
                 tensor = (
                     _distribution_mode(output)

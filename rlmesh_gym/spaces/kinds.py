@@ -512,7 +512,7 @@ def _agree(
     return arm_shape
 
 
-def _wire_dtype(code: int) -> np.dtype:
+def _wire_dtype(code: spaces_pb2.DType) -> np.dtype:
     """The little-endian numpy dtype of one wire element of ``code`` (bfloat16 reads as uint16 bits)."""
     entry = WIRE_DTYPES.get(code)
     if entry is None:
