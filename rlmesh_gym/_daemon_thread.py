@@ -38,6 +38,7 @@ class DaemonThreadExecutor(Executor):
         self._thread: threading.Thread | None = None
         self._shut_down = False
         self._pending: set[Future[Any]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None  # the worker's, once a call was awaitable
 
     @property
     def busy(self) -> bool:
@@ -73,6 +74,7 @@ class DaemonThreadExecutor(Executor):
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop after the queued calls (``cancel_futures``: drop those not started yet)."""
+        dropped: list[Future[Any]] = []
         with self._lock:
             if not self._shut_down:
                 self._shut_down = True
@@ -82,19 +84,28 @@ class DaemonThreadExecutor(Executor):
                     except queue.Empty:
                         break
                     if item is not None:
-                        item[0].cancel()
+                        dropped.append(item[0])
                 self._calls.put(None)
             thread = self._thread
+        for future in dropped:  # outside the lock: cancelling runs _finished, which takes it
+            future.cancel()
         if wait and thread is not None:
             thread.join()
 
     async def close(self, timeout: float = 1.0) -> bool:
         """Shut down, dropping queued calls; ``False`` if a call is still running after ``timeout`` s.
 
-        A thread left running (a hung call) is a daemon thread: it ends with the process and
-        never delays its exit.
+        An awaitable call still pending is abandoned (its loop stops; the caller's future gets a
+        ``RuntimeError``). A thread left running (a blocking call that never returns) is a daemon
+        thread: it ends with the process and never delays its exit.
         """
         self.shutdown(wait=False, cancel_futures=True)
+        loop = self._loop
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(loop.stop)
+            except RuntimeError:  # the worker closed it meanwhile
+                pass
         thread = self._thread
         if thread is None:
             return True
@@ -122,7 +133,7 @@ class DaemonThreadExecutor(Executor):
                     result = fn(*args, **kwargs)
                     if inspect.isawaitable(result):
                         if loop is None:
-                            loop = asyncio.new_event_loop()
+                            loop = self._loop = asyncio.new_event_loop()
                             asyncio.set_event_loop(loop)
                         result = loop.run_until_complete(_awaited(result))
                 except BaseException as error:  # as ThreadPoolExecutor: the caller sees whatever it raised

@@ -36,7 +36,7 @@ per-lane vectors of the wrong length. A recoverable
 that ran past its ``timeout_ms``, is ``TIMEOUT``; every other failure (the env raised, an empty
 request, a reply too large to send) is ``INTERNAL``.
 
-The env's calls run in the server's call thread (:mod:`rlmesh_gym.serve._calls`), never on the
+The env's calls run in the server's call thread (:mod:`rlmesh_gym._daemon_thread`), never on the
 event loop, so an env stuck in ``step`` does not stop handshakes or the server's own stop.
 """
 
