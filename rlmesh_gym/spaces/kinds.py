@@ -20,6 +20,7 @@ This module imports neither gymnasium nor the codec at run time.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +51,7 @@ __all__ = [
 _INT64 = np.dtype("<i8")
 
 
-class SpaceKind:
+class SpaceKind(ABC):
     """One arm of ``SpaceSpec.spec``: its facts, how to read its spec, and the codec's node hooks.
 
     The node hooks take the compiled ``SpaceCodec`` of a spec of this kind and a batch in
@@ -64,7 +65,7 @@ class SpaceKind:
 
     def lane_shape(self, spec: spaces_pb2.SpaceSpec, wire: np.dtype, name: str) -> tuple[int, ...]:
         """The checked shape of one lane of a raw kind whose wire element dtype is ``wire``."""
-        raise NotImplementedError(f"{self.label} is not a raw kind")
+        raise TypeError(f"{self.label} is not a raw kind: its values have no lane shape")
 
     def members(
         self, spec: spaces_pb2.SpaceSpec, name: str
@@ -72,25 +73,25 @@ class SpaceKind:
         """``(keys, [(child spec, child path), ...])`` of a Dict or Tuple; empty for leaves."""
         return (), []
 
+    @abstractmethod
     def describe(self, spec: spaces_pb2.SpaceSpec) -> str:
         """A gymnasium-style one-line description, e.g. ``Discrete(3)``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def fill(self, codec: SpaceCodec, nodes: list[Any], values: Any, n: int) -> None:
         """Write lane ``i`` of the batch ``values`` into ``nodes[i]``, for each of the ``n`` nodes."""
-        raise NotImplementedError
 
+    @abstractmethod
     def decode_nodes(self, codec: SpaceCodec, nodes: Sequence[Any], n: int) -> Any:
         """The batch held by ``n`` nodes (one per lane) whose arm is already checked."""
-        raise NotImplementedError
 
+    @abstractmethod
     def batch_of_one(self, codec: SpaceCodec, value: Any) -> Any:
         """One value as a batch of one."""
-        raise NotImplementedError
 
+    @abstractmethod
     def lane(self, codec: SpaceCodec, batch: Any, i: int) -> Any:
         """Lane ``i`` of a decoded batch."""
-        raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"<SpaceKind {self.name}>"
