@@ -35,35 +35,36 @@ def test_calls_run_in_order_in_one_daemon_thread_and_awaitables_are_awaited():
         executor.submit(record, 9)
 
 
-def test_close_cancels_queued_calls_and_reports_a_call_still_running():
-    async def scenario() -> tuple[bool, bool, bool, bool]:
+def test_close_reports_a_call_still_running_and_later_calls_start_a_new_thread():
+    async def scenario() -> tuple[bool, bool, str]:
         executor = DaemonThreadExecutor("test-close")
         release = threading.Event()
         running = executor.submit_async(release.wait, 5)
-        queued = executor.submit_async(lambda: "never")
         await asyncio.sleep(0.05)
         assert executor.busy
         still_running = not await executor.close(timeout=0.1)  # release.wait holds the thread
         release.set()
         await running
-        return still_running, queued.cancelled(), await executor.close(timeout=5), executor.busy
+        return still_running, executor.busy, await executor.call(threading.current_thread)
 
-    still_running, cancelled, closed, busy = asyncio.run(scenario())
-    assert still_running and cancelled and closed and not busy
+    still_running, busy, thread = asyncio.run(scenario())
+    assert still_running and not busy
+    assert thread.name == "test-close" and thread.daemon
 
 
-def test_close_abandons_a_hung_awaitable_call():
-    async def scenario() -> tuple[bool, list[object]]:
+def test_a_waiting_awaitable_call_lets_later_calls_run_and_close_abandons_it():
+    async def scenario() -> tuple[int, bool, bool]:
         executor = DaemonThreadExecutor("test-hung")
 
         async def hang() -> None:
             await asyncio.sleep(60)
 
-        pending = executor.submit_async(hang)
-        await asyncio.sleep(0.05)
+        hung = executor.submit_async(hang)
+        later = await executor.call(lambda: 7, timeout=5)  # runs while hang() waits
         closed = await executor.close(timeout=5)
-        return closed, await asyncio.gather(pending, return_exceptions=True)
+        return later, closed, hung.done()
 
-    closed, (outcome,) = asyncio.run(scenario())
+    later, closed, hung_done = asyncio.run(scenario())
+    assert later == 7
     assert closed  # the thread ended within the timeout, not after the 60 s sleep
-    assert isinstance(outcome, RuntimeError)
+    assert not hung_done
