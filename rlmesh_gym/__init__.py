@@ -14,8 +14,9 @@ Subpackages: :mod:`rlmesh_gym.runtime` (the driver), :mod:`rlmesh_gym.envs`,
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rlmesh_gym import _lazy
 
 __version__ = "0.1.0"
 
@@ -79,14 +80,4 @@ if TYPE_CHECKING:
     from rlmesh_gym.spaces import space_spec
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rlmesh_gym' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy.lazy_exports(__name__, _EXPORTS)

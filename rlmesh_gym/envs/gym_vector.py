@@ -34,8 +34,8 @@ from gymnasium.spaces import Discrete, MultiDiscrete, Space
 from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv, VectorEnv
 from gymnasium.vector import AutoresetMode as GymAutoresetMode
 
+from rlmesh_gym._daemon_thread import DaemonThreadExecutor
 from rlmesh_gym.envs._infos import lane_info
-from rlmesh_gym.envs._worker_thread import DaemonThreadExecutor
 from rlmesh_gym.envs.env_ids import unknown_env_id
 from rlmesh_gym.envs.episodes import LaneEpisodes
 from rlmesh_gym.envs.one_lane import OneLaneVector, lane_zero_info
@@ -201,7 +201,7 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
         self._reset_telemetry = EndpointTelemetry("env.reset")
         self._no_lanes = bytes(num_envs)  # a mask with no lane set
         # A single env becomes a vector of one lane here; everything below drives `_lanes`.
-        if vector:
+        if isinstance(env, VectorEnv):
             self._lanes: VectorEnv | OneLaneVector = env
             self._lane_info: Callable[[Mapping[str, Any], int], dict[str, Any]] = lane_info
         else:
@@ -230,7 +230,7 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
         *,
         offload: bool = False,
         vector_kwargs: Mapping[str, Any] | None = None,
-        wrappers: Sequence[Callable[[gymnasium.Env], gymnasium.Env]] | None = None,
+        wrappers: Sequence[Callable[[gymnasium.Env], gymnasium.Wrapper]] | None = None,
         **env_kwargs: Any,
     ) -> GymVectorEnv:
         """Build ``num_envs`` lanes of ``env_id`` with ``gymnasium.make_vec`` and wrap them.

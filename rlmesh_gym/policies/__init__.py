@@ -14,9 +14,9 @@ built without one and given it later with ``bind(contract)``.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from rlmesh_gym import _lazy
 from rlmesh_gym.policies.callable_policy import CallablePolicy
 from rlmesh_gym.policies.random_policy import RandomPolicy
 
@@ -36,22 +36,14 @@ __all__ = [
     "load_pretrained",
 ]
 
-_LAZY = {
-    "SB3Policy": "rlmesh_gym.policies.sb3_policy",
-    "TorchPolicy": "rlmesh_gym.policies.torch_policy",
-    "MLPPolicy": "rlmesh_gym.policies.pretrained",
-    "PRETRAINED": "rlmesh_gym.policies.pretrained",
-    "PretrainedEntry": "rlmesh_gym.policies.pretrained",
-    "load_pretrained": "rlmesh_gym.policies.pretrained",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rlmesh_gym.policies' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy.lazy_exports(
+    __name__,
+    {
+        "SB3Policy": "rlmesh_gym.policies.sb3_policy",
+        "TorchPolicy": "rlmesh_gym.policies.torch_policy",
+        "MLPPolicy": "rlmesh_gym.policies.pretrained",
+        "PRETRAINED": "rlmesh_gym.policies.pretrained",
+        "PretrainedEntry": "rlmesh_gym.policies.pretrained",
+        "load_pretrained": "rlmesh_gym.policies.pretrained",
+    },
+)

@@ -23,9 +23,9 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from rlmesh_gym.policies._spaces import box_bounds, describe_space, multi_discrete_nvec, wire_dtype
 from rlmesh_gym.proto import spaces_pb2
 from rlmesh_gym.spaces.codec import SpaceCodec
+from rlmesh_gym.spaces.kinds import BOX, MULTI_DISCRETE, describe_space
 
 __all__ = ["ActionMismatch", "ActionPlan", "LeafPlan", "describe_value"]
 
@@ -98,11 +98,11 @@ class LeafPlan:
         self.kind = codec.kind
         self.shape = codec.shape
         self.description = describe_space(spec)
+        if codec.numpy_dtype is None:
+            raise ValueError(f"{self.description} is not a raw action kind")
         self.bfloat16 = spec.dtype == spaces_pb2.D_TYPE_BFLOAT16
-        if self.kind == "discrete" and self.shape != ():
-            raise ValueError(f"{self.description}: a Discrete spec has an empty shape, got {self.shape}")
         # bfloat16 actions stay float32 in numpy; the codec keeps their top 16 bits on the wire.
-        self.native = np.dtype(np.float32) if self.bfloat16 else wire_dtype(spec.dtype).newbyteorder("=")
+        self.native: np.dtype = codec.numpy_dtype
         self.integral = self.kind != "box" or (self.native.kind in "biu" and not self.bfloat16)
         self.low = self.high = self.nvec = None
         self.lo_value = self.hi_value = 0
@@ -110,17 +110,15 @@ class LeafPlan:
             self.lo_value = int(spec.discrete.start)
             self.hi_value = int(spec.discrete.start + spec.discrete.n - 1)
         elif self.kind == "multi_discrete":
-            self.nvec = multi_discrete_nvec(spec).reshape(self.shape)
+            self.nvec = MULTI_DISCRETE.nvec(spec).reshape(self.shape)
         elif self.kind == "box":
-            self.low, self.high = box_bounds(spec)
+            self.low, self.high = BOX.bounds(spec)
             if self.integral:
                 if self.native.kind == "b":
                     self.lo_value, self.hi_value = 0, 1
                 else:
                     info = np.iinfo(self.native)
                     self.lo_value, self.hi_value = int(info.min), int(info.max)
-        elif self.kind != "multi_binary":
-            raise ValueError(f"{self.description} is not a raw action kind")
 
     def batch_shape(self, rows: int) -> tuple[int, ...]:
         """The shape of ``rows`` actions."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from rlmesh_gym.policies._spaces import describe_space, space_kind
 from rlmesh_gym.proto import env_pb2, spaces_pb2
+from rlmesh_gym.spaces.kinds import describe_space, kind_of
 from rlmesh_gym.spaces.limits import check_space_spec
 
 __all__ = ["ContractOrSpaces", "PolicySpaces", "resolve_spaces"]
@@ -62,7 +62,7 @@ def resolve_spaces(contract_or_spaces: object, owner: str) -> PolicySpaces:
         )
     for role, spec in (("observation", observation), ("action", action)):
         try:
-            space_kind(spec)
+            kind_of(spec)
             check_space_spec(spec, name=f"{role}_space")
         except ValueError as error:
             raise ValueError(f"{owner}: the {role} space is unusable: {error}") from None

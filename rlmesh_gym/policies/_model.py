@@ -19,7 +19,6 @@ from typing import Any, Generic, TypeVar
 
 from rlmesh_gym.policies._actions import ActionMismatch, ActionPlan
 from rlmesh_gym.policies._contract import PolicySpaces, resolve_spaces
-from rlmesh_gym.policies._spaces import describe_space
 from rlmesh_gym.proto import model_pb2, spaces_pb2
 from rlmesh_gym.runtime.errors import ModelRpcError
 from rlmesh_gym.runtime.message_form import detached
@@ -27,6 +26,7 @@ from rlmesh_gym.runtime.seams import ArrayPredictContext, ModelActionBatch, Runt
 from rlmesh_gym.runtime.telemetry import EndpointTelemetry
 from rlmesh_gym.spaces.batch import SpaceBatch
 from rlmesh_gym.spaces.codec import CodecError, SpaceCodec
+from rlmesh_gym.spaces.kinds import describe_space
 
 __all__ = ["PolicyModel", "check_seed", "route_seed"]
 

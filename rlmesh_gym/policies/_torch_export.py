@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlmesh_gym.policies._spaces import RAW_KINDS, describe_space
 from rlmesh_gym.proto import spaces_pb2
 from rlmesh_gym.spaces.codec import SpaceCodec
+from rlmesh_gym.spaces.kinds import describe_space
 
 __all__ = ["DYNAMIC_BATCH_HINT", "ExportedPolicy"]
 
@@ -43,7 +43,7 @@ class ExportedPolicy:
 
     def check_observation(self, codec: SpaceCodec) -> None:
         """Raise ``ValueError`` if the program's input cannot take batches of ``codec``'s space."""
-        if codec.kind not in RAW_KINDS:
+        if not codec.raw:
             return  # nested observations: the program's own guards report a mismatch on the first call
         space = describe_space(codec.spec)
         if len(self._inputs) != 1 or not isinstance(self._inputs[0], torch.Tensor):

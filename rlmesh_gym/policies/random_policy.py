@@ -10,10 +10,10 @@ import numpy as np
 
 from rlmesh_gym.policies._contract import ContractOrSpaces, PolicySpaces
 from rlmesh_gym.policies._model import PolicyModel
-from rlmesh_gym.policies._spaces import box_bounds, multi_discrete_nvec
 from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.runtime.seams import ArrayPredictContext
 from rlmesh_gym.spaces.codec import SpaceCodec
+from rlmesh_gym.spaces.kinds import BOX, MULTI_DISCRETE
 
 __all__ = ["RandomPolicy"]
 
@@ -32,7 +32,7 @@ class _Sampler:
         self.children: tuple[_Sampler, ...] = tuple(_Sampler(child) for child in codec.children)
         spec = codec.spec
         if self.kind == "box":
-            low, high = box_bounds(spec)
+            low, high = BOX.bounds(spec)
             self.integral = low.dtype.kind in "biu"
             self.low, self.high = low.reshape(-1), high.reshape(-1)
             if np.any(self.low > self.high):
@@ -44,7 +44,7 @@ class _Sampler:
                 self.parts = (below & above, below & ~above, ~below & above, ~below & ~above)
         elif self.kind == "multi_discrete":
             # The codec has checked the declared sizes (nvec >= 1, Discrete n >= 1, Text lengths).
-            self.nvec = multi_discrete_nvec(spec).reshape(codec.shape)
+            self.nvec = MULTI_DISCRETE.nvec(spec).reshape(codec.shape)
         elif self.kind == "text":
             text = spec.text
             self.chars = tuple(text.charset) if text.charset else _ALPHANUMERIC

@@ -13,8 +13,8 @@ import numpy as np
 
 from rlmesh_gym.policies._contract import ContractOrSpaces, PolicySpaces
 from rlmesh_gym.policies._model import PolicyModel
-from rlmesh_gym.policies._spaces import describe_space
 from rlmesh_gym.runtime.seams import ArrayPredictContext
+from rlmesh_gym.spaces.kinds import describe_space
 
 __all__ = ["SB3_INSTALL", "SB3Policy", "is_sb3_model", "is_sb3_zip"]
 

@@ -32,7 +32,6 @@ from rlmesh_gym.policies._actions import (
 )
 from rlmesh_gym.policies._contract import ContractOrSpaces, PolicySpaces
 from rlmesh_gym.policies._model import PolicyModel
-from rlmesh_gym.policies._spaces import RAW_KINDS
 from rlmesh_gym.policies._torch_export import ExportedPolicy
 from rlmesh_gym.policies._torch_loading import load_policy_file
 from rlmesh_gym.proto import spaces_pb2
@@ -62,7 +61,7 @@ def _tensor_from_array(array: np.ndarray) -> torch.Tensor:
 
 def _observation_converter(codec: SpaceCodec, device: torch.device) -> Callable[[Any], Any]:
     """A function from the codec's decoded batch to tensors on ``device`` (same nesting)."""
-    if codec.kind in RAW_KINDS:
+    if codec.raw:
         to_bfloat16 = codec.spec.dtype == spaces_pb2.D_TYPE_BFLOAT16
         if device.type == "cpu" and not to_bfloat16:
             return _tensor_from_array
@@ -240,7 +239,7 @@ class _ActionResolver:
         if self.kind == "discrete":
             self.start = int(leaf.spec.discrete.start)
             self.n = int(leaf.spec.discrete.n)
-        elif self.kind == "multi_discrete":
+        elif self.kind == "multi_discrete" and leaf.nvec is not None:
             nvec = leaf.nvec.reshape(-1)
             self.max_n = int(nvec.max()) if nvec.size else 0
             self.total = int(nvec.sum())
@@ -250,9 +249,8 @@ class _ActionResolver:
             # Flat logits (N, sum(nvec)), as Stable-Baselines3's MultiCategorical: column c of
             # component i goes to padded position (i, c).
             self.flat_rows = torch.from_numpy(np.repeat(np.arange(nvec.size), nvec)).to(device)
-            self.flat_columns = torch.from_numpy(np.concatenate([np.arange(k) for k in nvec] or [[]])).to(
-                device=device, dtype=torch.int64
-            )
+            columns = np.concatenate([np.arange(k) for k in nvec]) if nvec.size else np.zeros(0, np.int64)
+            self.flat_columns = torch.from_numpy(columns).to(device=device, dtype=torch.int64)
 
     def expected(self, rows: int) -> str:
         if self.leaf is None:
@@ -276,8 +274,9 @@ class _ActionResolver:
         leaf = self.leaf
         if leaf is None:
             return self._resolve_composite(output, rows, path, generator)
-        from_distribution = type(output) is not _Tensor and isinstance(output, Distribution)
-        if from_distribution:
+        from_distribution = False
+        if type(output) is not _Tensor and isinstance(output, Distribution):
+            from_distribution = True
             try:
                 tensor = (
                     _distribution_mode(output)

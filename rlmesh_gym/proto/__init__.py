@@ -13,17 +13,13 @@ imported on first access because they need the optional ``grpcio`` dependency.
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
-
+from rlmesh_gym import _lazy
 from rlmesh_gym.proto._generated import common_pb2, core_pb2, env_pb2, model_pb2, spaces_pb2
 
 __all__ = ["common_pb2", "core_pb2", "env_pb2", "env_pb2_grpc", "model_pb2", "model_pb2_grpc", "spaces_pb2"]
 
-_GRPC_MODULES = ("env_pb2_grpc", "model_pb2_grpc")
-
-
-def __getattr__(name: str) -> ModuleType:
-    if name in _GRPC_MODULES:
-        return importlib.import_module(f"rlmesh_gym.proto._generated.{name}")
-    raise AttributeError(f"module 'rlmesh_gym.proto' has no attribute {name!r}")
+# The service stubs import grpcio (optional): loaded on first access.
+__getattr__ = _lazy.lazy_exports(
+    __name__,
+    {"env_pb2_grpc": "rlmesh_gym.proto._generated", "model_pb2_grpc": "rlmesh_gym.proto._generated"},
+)[0]

@@ -17,9 +17,7 @@ import numpy as np
 from rlmesh_gym.proto import spaces_pb2
 from rlmesh_gym.spaces.codec import SpaceCodec
 
-__all__ = ["RAW_KINDS", "LaneValues", "concat_values", "tuples_from_lists"]
-
-RAW_KINDS = frozenset({"box", "discrete", "multi_binary", "multi_discrete"})
+__all__ = ["LaneValues", "concat_values", "tuples_from_lists"]
 
 
 class LaneValues:
@@ -30,7 +28,7 @@ class LaneValues:
         self._num_envs = num_envs
         self._name = name
         self._codec = SpaceCodec(spec)
-        self._raw = spec.WhichOneof("spec") in RAW_KINDS
+        self._raw = self._codec.raw
         self._size = self._codec.lane_nbytes
         # Decoded composite batches by global step index, shared by the lanes of that step.
         self._decoded: dict[int, Any] = {}

@@ -38,7 +38,7 @@ class AutoresetMode(enum.Enum):
     DISABLED = "disabled"
 
     @property
-    def wire(self) -> int:
+    def wire(self) -> env_pb2.AutoresetMode:
         """The ``env_pb2.AutoresetMode`` value an ``EnvContract`` carries for this mode."""
         return _WIRE[self]
 
@@ -91,7 +91,7 @@ class AutoresetMode(enum.Enum):
         )
 
 
-_WIRE = {
+_WIRE: dict[AutoresetMode, env_pb2.AutoresetMode] = {
     AutoresetMode.NEXT_STEP: env_pb2.AUTORESET_MODE_NEXT_STEP,
     AutoresetMode.SAME_STEP: env_pb2.AUTORESET_MODE_SAME_STEP,
     AutoresetMode.DISABLED: env_pb2.AUTORESET_MODE_DISABLED,

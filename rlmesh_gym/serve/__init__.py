@@ -18,7 +18,9 @@ so its modules are imported on first use.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rlmesh_gym import _lazy
 
 if TYPE_CHECKING:
     from rlmesh_gym.serve.endpoint import InsecureBindWarning
@@ -83,15 +85,10 @@ def _require_grpc() -> None:
         ) from error
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'rlmesh_gym.serve' has no attribute {name!r}")
-    _require_grpc()
-    value = getattr(importlib.import_module(f"rlmesh_gym.serve.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = _lazy.lazy_exports(
+    __name__, {name: f"rlmesh_gym.serve.{home}" for name, home in _HOMES.items()}, before_load=_require_grpc
+)[0]
 
 
 def __dir__() -> list[str]:
-    return sorted(__all__)
+    return sorted(__all__)  # the API only: the module's helpers stay out of tab completion

@@ -17,7 +17,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from rlmesh_gym import __version__
-from rlmesh_gym.serve._calls import CallThread
+from rlmesh_gym._daemon_thread import DaemonThreadExecutor
 from rlmesh_gym.serve.auth import TokenInterceptor, validate_token
 from rlmesh_gym.serve.endpoint import (
     DEFAULT_BIND_HOST,
@@ -76,7 +76,7 @@ class ServerLifecycle:
         self._stop_task: asyncio.Task[None] | None = None
         self._exposure_warning: str | None = None
         # The served env's or model's calls run here, so one that hangs never blocks this loop.
-        self._calls = CallThread(f"rlmesh-gym-{self._role}-calls")
+        self._calls = DaemonThreadExecutor(f"rlmesh-gym-{self._role}-calls")
         # RPCs in flight (an open Join stream counts until it ends) and when the last one ended.
         self._in_flight = 0
         self._quiet_since = 0.0

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from rlmesh_gym.serve._grpc_errors import connect_error, describe_rpc_error
+from rlmesh_gym.serve._grpc_errors import connect_error, describe_finished_call, describe_rpc_error
 from rlmesh_gym.serve.auth import call_metadata, validate_token
 from rlmesh_gym.serve.endpoint import channel_options, check_timeout, format_address, parse_address
 from rlmesh_gym.serve.errors import HandshakeRejectedError, PeerUnavailableError
@@ -143,17 +143,27 @@ async def open_join_stream(
 class PeerSession(ABC):
     """The state a client keeps for its ``Join`` session, and what both clients do the same way.
 
-    Subclasses set the attributes below in their ``__init__`` and give :meth:`_session_error`.
+    Subclasses set ``_role`` and ``_messages`` and give :meth:`_session_error`.
+
+    Attributes:
+        address: The server's ``HOST:PORT``.
+        handshake: The server's ``HandshakeResponse``.
     """
 
     _role: Role
     _messages: ModuleType  # env_pb2 or model_pb2
-    address: str
-    _stub: Any
-    _metadata: Metadata
-    _max_message_bytes: int
-    _broken: str | None
-    _closed: bool
+
+    def __init__(self, stream: JoinStream, max_message_bytes: int) -> None:
+        self.address = stream.address
+        self.handshake = stream.handshake
+        self._channel = stream.channel
+        self._call = stream.call
+        self._stub = stream.stub
+        self._metadata = stream.metadata
+        self._request_timeout = stream.request_timeout
+        self._max_message_bytes = max_message_bytes
+        self._broken: str | None = None  # why the session is unusable
+        self._closed = False
 
     @property
     def closed(self) -> bool:
@@ -170,6 +180,17 @@ class PeerSession(ABC):
     @abstractmethod
     async def close(self, timeout: float = 5.0, reason: str = "client closed the session") -> None:
         """End the session and close the channel (idempotent)."""
+
+    async def _transport_failure(self, error: Exception) -> str:
+        """Why the stream broke, from what a write or read on it raised."""
+        if isinstance(error, grpc.aio.AioRpcError):
+            return describe_rpc_error(error, self._max_message_bytes)
+        return await describe_finished_call(self._call, error, self._max_message_bytes)
+
+    @staticmethod
+    def _telemetry(response: Any) -> Any:
+        """The reply's ``telemetry``, or ``None`` when the server sent none."""
+        return response.telemetry if response.HasField("telemetry") else None
 
     def _oversize(self, kind: str | None, request: Any) -> str | None:
         """Why gRPC would refuse ``request`` as too large, else ``None``."""

@@ -1,6 +1,7 @@
-"""Ending a server-side ``Join`` session from outside its handler: idle timeout and server stop.
+"""A server-side ``Join`` session: reading its requests, and ending it from outside its handler.
 
-A grpc.aio stream handler runs in its own task. :class:`SessionGuard` remembers that task, and
+:meth:`SessionGuard.next_request` reads the client's next request (a malformed one aborts the
+RPC). A grpc.aio stream handler runs in its own task. :class:`SessionGuard` remembers that task, and
 :meth:`SessionGuard.interrupt` cancels it with a status code and a reason; the handler catches
 the cancellation and aborts the RPC with that status, so the client sees why its session ended.
 An optional watchdog interrupts a session whose client sent nothing (or left a reply unread) for
@@ -10,11 +11,18 @@ An optional watchdog interrupts a session whose client sent nothing (or left a r
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar
 
 import grpc
 
 __all__ = ["SessionGuard"]
+
+logger = logging.getLogger("rlmesh_gym.serve")
+
+_RequestT = TypeVar("_RequestT")
 
 
 class SessionGuard:
@@ -29,6 +37,35 @@ class SessionGuard:
         self._watchdog: asyncio.Task[None] | None = None
         if idle_timeout is not None:
             self._watchdog = asyncio.get_running_loop().create_task(self._watch(idle_timeout))
+
+    async def next_request(self, requests: AsyncIterator[_RequestT], context: Any) -> _RequestT | None:
+        """The client's next request, or ``None`` when it ended the stream.
+
+        Idle time counts while waiting. Bytes that do not parse as a JoinRequest abort the RPC
+        with ``INVALID_ARGUMENT``: the stream cannot go on.
+        """
+        self.waiting()
+        try:
+            request = await anext(requests)
+        except StopAsyncIteration:
+            return None
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed JoinRequest: {error}")
+        self.busy()
+        return request
+
+    async def abort_if_interrupted(self, context: Any, session: str) -> None:
+        """After the handler was cancelled: abort the RPC with the interruption's status, if any.
+
+        Returns (the caller re-raises the cancellation) when :meth:`interrupt` did not cause it.
+        """
+        if self.interruption is None:
+            return
+        code, reason = self.interruption
+        logger.info("%s interrupted: %s", session, reason)
+        await context.abort(code, reason)
 
     def waiting(self) -> None:
         """The handler starts waiting for the client's next request."""

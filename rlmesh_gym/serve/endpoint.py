@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from typing import Literal, overload
 
 from rlmesh_gym._audience import fix, warn_at_caller
 
@@ -109,6 +110,10 @@ def check_max_message_bytes(value: int) -> int:
     return value
 
 
+@overload
+def check_timeout(name: str, value: float | None, *, optional: Literal[False]) -> float: ...
+@overload
+def check_timeout(name: str, value: float | None, *, optional: bool) -> float | None: ...
 def check_timeout(name: str, value: float | None, *, optional: bool) -> float | None:
     """``value`` as float seconds (> 0), or ``None`` when ``optional``; ValueError names ``name``."""
     if value is None and optional:

@@ -33,8 +33,8 @@ import grpc
 from rlmesh_gym.proto import env_pb2, env_pb2_grpc
 from rlmesh_gym.runtime.errors import EnvRpcError
 from rlmesh_gym.runtime.seams import RuntimeEnv, RuntimeEnvReset, RuntimeEnvStep
-from rlmesh_gym.serve._grpc_errors import describe_finished_call, describe_rpc_error, error_code_name
-from rlmesh_gym.serve._peer_session import PeerSession, PeerTarget, handshake, open_join_stream
+from rlmesh_gym.serve._grpc_errors import describe_rpc_error, error_code_name
+from rlmesh_gym.serve._peer_session import JoinStream, PeerSession, PeerTarget, handshake, open_join_stream
 from rlmesh_gym.serve.endpoint import DEFAULT_MAX_MESSAGE_BYTES, channel_options, check_timeout
 from rlmesh_gym.serve.errors import RemoteConnectionError, RemoteEnvError
 from rlmesh_gym.serve.handshake import DEFAULT_EDITION_PIN
@@ -57,35 +57,15 @@ class RemoteEnv(PeerSession, RuntimeEnv):
     _role = "env"
     _messages = env_pb2
 
-    def __init__(
-        self,
-        *,
-        address: str,
-        channel: grpc.aio.Channel,
-        call: grpc.aio.StreamStreamCall,
-        stub: env_pb2_grpc.EnvServiceStub,
-        handshake: env_pb2.HandshakeResponse,
-        metadata: tuple[tuple[str, str], ...] | None,
-        request_timeout: float | None,
-        max_message_bytes: int,
-    ) -> None:
-        self.address = address
-        self.handshake = handshake
+    def __init__(self, stream: JoinStream, max_message_bytes: int) -> None:
+        super().__init__(stream, max_message_bytes)
         self.contract = env_pb2.EnvContract()
-        self.contract.CopyFrom(handshake.env_contract)
+        self.contract.CopyFrom(stream.handshake.env_contract)
         self.contract.num_envs = max(1, self.contract.num_envs)
         self.final_episodes: list[env_pb2.EpisodeMetadata] = []
-        self._channel = channel
-        self._call = call
-        self._stub = stub
-        self._metadata = metadata
-        self._request_timeout = request_timeout
-        self._max_message_bytes = max_message_bytes
         self._lock = asyncio.Lock()
         self._counter = 0
         self._steps = 0
-        self._broken: str | None = None
-        self._closed = False
 
     @classmethod
     async def connect(
@@ -127,16 +107,7 @@ class RemoteEnv(PeerSession, RuntimeEnv):
         if stream.call.done():
             await stream.abandon()
             raise RemoteConnectionError(stream.address, "the env server ended the Join stream at once")
-        return cls(
-            address=stream.address,
-            channel=stream.channel,
-            call=stream.call,
-            stub=stream.stub,
-            handshake=stream.handshake,
-            metadata=stream.metadata,
-            request_timeout=stream.request_timeout,
-            max_message_bytes=max_message_bytes,
-        )
+        return cls(stream, max_message_bytes)
 
     @property
     def num_envs(self) -> int:
@@ -151,13 +122,13 @@ class RemoteEnv(PeerSession, RuntimeEnv):
     async def reset(self, request: env_pb2.ResetRequest) -> RuntimeEnvReset:
         """Send ``request`` as a Join ``reset`` and return the server's ``ResetResponse``."""
         response = await self._request("env.reset", self._steps, env_pb2.JoinRequest(reset=request))
-        return RuntimeEnvReset(response.reset, response.telemetry if response.HasField("telemetry") else None)
+        return RuntimeEnvReset(response.reset, self._telemetry(response))
 
     async def step(self, request: env_pb2.StepRequest) -> RuntimeEnvStep:
         """Send ``request`` as a Join ``step`` and return the server's ``StepResponse``."""
         response = await self._request("env.step", self._steps + 1, env_pb2.JoinRequest(step=request))
         self._steps += 1
-        return RuntimeEnvStep(response.step, response.telemetry if response.HasField("telemetry") else None)
+        return RuntimeEnvStep(response.step, self._telemetry(response))
 
     async def render(self, lane: int = 0, *, timeout_ms: int = 0) -> bytes | None:
         """The PNG frame of ``lane``, or ``None`` when the env gave none."""
@@ -248,11 +219,8 @@ class RemoteEnv(PeerSession, RuntimeEnv):
                     if response.request_id == request_id:
                         break
                     # A reply to some earlier request: upstream clients skip those too.
-            except grpc.aio.AioRpcError as error:
-                self._broken = describe_rpc_error(error, self._max_message_bytes)
-                raise EnvRpcError(operation, step, self._broken) from error
-            except (grpc.aio.UsageError, asyncio.InvalidStateError) as error:
-                self._broken = await describe_finished_call(self._call, error, self._max_message_bytes)
+            except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError) as error:
+                self._broken = await self._transport_failure(error)
                 raise EnvRpcError(operation, step, self._broken) from error
         answered = response.WhichOneof("kind")
         if answered not in (_EXPECTED_KIND[kind], "error"):

@@ -36,7 +36,7 @@ per-lane vectors of the wrong length. A recoverable
 that ran past its ``timeout_ms``, is ``TIMEOUT``; every other failure (the env raised, an empty
 request, a reply too large to send) is ``INTERNAL``.
 
-The env's calls run in the server's call thread (:mod:`rlmesh_gym.serve._calls`), never on the
+The env's calls run in the server's call thread (:mod:`rlmesh_gym._daemon_thread`), never on the
 event loop, so an env stuck in ``step`` does not stop handshakes or the server's own stop.
 """
 
@@ -50,6 +50,7 @@ from collections.abc import AsyncIterator
 import grpc
 import numpy as np
 
+from rlmesh_gym._daemon_thread import wait_for_call
 from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.runtime.errors import EnvRpcError, OperationTimeoutError
 from rlmesh_gym.runtime.seams import (
@@ -59,7 +60,6 @@ from rlmesh_gym.runtime.seams import (
     TracksEpisodeIds,
     is_runtime_env,
 )
-from rlmesh_gym.serve._calls import wait_for_call
 from rlmesh_gym.serve._lifecycle import ServerLifecycle
 from rlmesh_gym.serve._session import SessionGuard
 from rlmesh_gym.serve._telemetry import endpoint_telemetry
@@ -92,7 +92,7 @@ _RECOVERABLE_CODES = frozenset(
 class _RequestFailed(Exception):
     """One request's in-band ``EnvError``."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: env_pb2.EnvErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -239,31 +239,16 @@ class EnvServer(ServerLifecycle):
         try:
             # tonic clients wait for the response headers before sending anything.
             await context.send_initial_metadata(())
-            while True:
-                guard.waiting()
-                try:
-                    request = await anext(requests)
-                except StopAsyncIteration:
-                    break
-                except (asyncio.CancelledError, grpc.aio.AbortError):
-                    raise
-                except Exception as error:
-                    # Bytes that do not parse as a JoinRequest: this stream cannot go on.
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed JoinRequest: {error}")
-                guard.busy()
+            while (request := await guard.next_request(requests, context)) is not None:
                 response = await self._handle(request)
-                if response.WhichOneof("kind") == "close":
-                    closed = True
+                closed = response.WhichOneof("kind") == "close"
                 guard.replying()
                 yield response
                 if closed:
                     return
         except asyncio.CancelledError:
-            if guard.interruption is None:
-                raise
-            code, reason = guard.interruption
-            logger.info("env session of %s interrupted: %s", peer, reason)
-            await context.abort(code, reason)
+            await guard.abort_if_interrupted(context, f"env session of {peer}")
+            raise
         finally:
             guard.close()
             # Queued before the slot is freed: the next client's calls run after this drain.
@@ -440,7 +425,7 @@ class EnvServer(ServerLifecycle):
         self._awaiting_autoreset.clear()
         if not isinstance(self._env, DrainsEpisodes):
             return None
-        return self._calls.submit(self._env.drain_episodes)
+        return self._calls.submit_async(self._env.drain_episodes)
 
     async def _drain(
         self, pending: asyncio.Future[list[env_pb2.EpisodeMetadata]] | None, timeout: float | None = None

@@ -34,8 +34,8 @@ import grpc
 from rlmesh_gym.proto import env_pb2, model_pb2, model_pb2_grpc
 from rlmesh_gym.runtime.errors import ModelRpcError
 from rlmesh_gym.runtime.seams import RuntimeModel, RuntimeModelPrediction
-from rlmesh_gym.serve._grpc_errors import describe_finished_call, describe_rpc_error, error_code_name
-from rlmesh_gym.serve._peer_session import PeerSession, open_join_stream
+from rlmesh_gym.serve._grpc_errors import describe_rpc_error, error_code_name
+from rlmesh_gym.serve._peer_session import JoinStream, PeerSession, open_join_stream
 from rlmesh_gym.serve.endpoint import DEFAULT_MAX_MESSAGE_BYTES
 from rlmesh_gym.serve.errors import RemoteModelError
 from rlmesh_gym.serve.handshake import DEFAULT_EDITION_PIN
@@ -61,27 +61,14 @@ class RemoteModel(PeerSession, RuntimeModel):
 
     def __init__(
         self,
-        *,
-        address: str,
-        channel: grpc.aio.Channel,
-        stub: model_pb2_grpc.ModelServiceStub,
-        call: grpc.aio.StreamStreamCall,
-        handshake: model_pb2.HandshakeResponse,
-        metadata: tuple[tuple[str, str], ...] | None,
-        component_id: str,
-        request_timeout: float | None,
+        stream: JoinStream,
         max_message_bytes: int,
+        *,
+        component_id: str,
         contract: env_pb2.EnvContract | None,
     ) -> None:
-        self.address = address
+        super().__init__(stream, max_message_bytes)
         self.component_id = component_id
-        self.handshake = handshake
-        self._channel = channel
-        self._stub = stub
-        self._call = call
-        self._metadata = metadata
-        self._request_timeout = request_timeout
-        self._max_message_bytes = max_message_bytes
         self._contract: env_pb2.EnvContract | None = None
         if contract is not None:
             self.bind(contract)
@@ -90,8 +77,6 @@ class RemoteModel(PeerSession, RuntimeModel):
         self._write_lock = asyncio.Lock()
         self._configure_lock = asyncio.Lock()
         self._ids = count(1)
-        self._broken: str | None = None
-        self._closed = False
         self._reader = asyncio.get_running_loop().create_task(self._read_replies())
 
     @classmethod
@@ -132,18 +117,7 @@ class RemoteModel(PeerSession, RuntimeModel):
             request_timeout=request_timeout,
             max_message_bytes=max_message_bytes,
         )
-        return cls(
-            address=stream.address,
-            channel=stream.channel,
-            stub=stream.stub,
-            call=stream.call,
-            handshake=stream.handshake,
-            metadata=stream.metadata,
-            component_id=component_id,
-            request_timeout=stream.request_timeout,
-            max_message_bytes=max_message_bytes,
-            contract=contract,
-        )
+        return cls(stream, max_message_bytes, component_id=component_id, contract=contract)
 
     def __str__(self) -> str:
         return f"model server {self.address}"
@@ -199,9 +173,7 @@ class RemoteModel(PeerSession, RuntimeModel):
         response = await self._request(
             model_pb2.JoinRequest(predict=request, request_id=request_id), "predict"
         )
-        return RuntimeModelPrediction(
-            response.predict, response.telemetry if response.HasField("telemetry") else None
-        )
+        return RuntimeModelPrediction(response.predict, self._telemetry(response))
 
     async def close_route(self, request: model_pb2.CloseRouteRequest, timeout: float = 5.0) -> None:
         """Send ``CloseRoute`` for a configured route (a route never configured needs nothing)."""
@@ -275,11 +247,8 @@ class RemoteModel(PeerSession, RuntimeModel):
             async with self._write_lock:
                 try:
                     await self._call.write(request)
-                except grpc.aio.AioRpcError as error:
-                    self._fail(describe_rpc_error(error, self._max_message_bytes))
-                    raise ModelRpcError(self.component_id, self._broken or str(error)) from error
-                except (grpc.aio.UsageError, asyncio.InvalidStateError) as error:
-                    self._fail(await describe_finished_call(self._call, error, self._max_message_bytes))
+                except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError) as error:
+                    self._fail(await self._transport_failure(error))
                     raise ModelRpcError(self.component_id, self._broken or str(error)) from error
             if self._request_timeout is None:
                 response = await reply
@@ -296,13 +265,13 @@ class RemoteModel(PeerSession, RuntimeModel):
             self._pending.pop(request_id, None)
         answered = response.WhichOneof("kind")
         if answered == "error":
-            error = response.error
+            failure = response.error
             raise RemoteModelError(
                 self.component_id,
-                error.code,
-                error_code_name(model_pb2.ModelErrorCode, error.code),
-                error.message,
-                error.is_recoverable,
+                failure.code,
+                error_code_name(model_pb2.ModelErrorCode, failure.code),
+                failure.message,
+                failure.is_recoverable,
             )
         if answered != kind:
             raise ModelRpcError(

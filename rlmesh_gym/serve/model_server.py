@@ -71,7 +71,7 @@ RouteKey = tuple[str, str]
 class _RequestFailed(Exception):
     """One request's in-band ``ModelError``."""
 
-    def __init__(self, code: int, message: str, recoverable: bool = False) -> None:
+    def __init__(self, code: model_pb2.ModelErrorCode, message: str, recoverable: bool = False) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -173,18 +173,7 @@ class ModelServer(ServerLifecycle):
         closed = False
         try:
             await context.send_initial_metadata(())
-            while True:
-                guard.waiting()
-                try:
-                    request = await anext(requests)
-                except StopAsyncIteration:
-                    break
-                except (asyncio.CancelledError, grpc.aio.AbortError):
-                    raise
-                except Exception as error:
-                    # Bytes that do not parse as a JoinRequest: this stream cannot go on.
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed JoinRequest: {error}")
-                guard.busy()
+            while (request := await guard.next_request(requests, context)) is not None:
                 response = await self._handle(request, stream)
                 closed = response.WhichOneof("kind") == "close"
                 guard.replying()
@@ -192,11 +181,8 @@ class ModelServer(ServerLifecycle):
                 if closed:
                     return
         except asyncio.CancelledError:
-            if guard.interruption is None:
-                raise
-            code, reason = guard.interruption
-            logger.info("model stream %d interrupted: %s", stream, reason)
-            await context.abort(code, reason)
+            await guard.abort_if_interrupted(context, f"model stream {stream}")
+            raise
         finally:
             guard.close()
             del self._sessions[stream]

@@ -11,9 +11,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from rlmesh_gym import _lazy
 from rlmesh_gym.spaces.codec import CodecError, SpaceCodec, decode, decode_batch, encode, encode_batch
 from rlmesh_gym.spaces.meta import MetaConversionError, from_meta_map, to_meta_map
 
@@ -38,20 +38,12 @@ __all__ = [
 ]
 
 # Loaded on first use, since they import gymnasium.
-_LAZY = {
-    "gym_space": "spec",
-    "space_spec": "spec",
-    "register_space": "registry",
-    "unregister_space": "registry",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        module = importlib.import_module(f"rlmesh_gym.spaces.{_LAZY[name]}")
-        return getattr(module, name)
-    raise AttributeError(f"module 'rlmesh_gym.spaces' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy.lazy_exports(
+    __name__,
+    {
+        "gym_space": "rlmesh_gym.spaces.spec",
+        "space_spec": "rlmesh_gym.spaces.spec",
+        "register_space": "rlmesh_gym.spaces.registry",
+        "unregister_space": "rlmesh_gym.spaces.registry",
+    },
+)

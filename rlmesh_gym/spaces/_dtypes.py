@@ -8,7 +8,7 @@ from rlmesh_gym.proto import spaces_pb2
 
 # DType -> (name, little-endian numpy dtype of the wire bytes). bfloat16 has no numpy dtype:
 # its wire elements are raw uint16 bit patterns (the top half of a float32).
-WIRE_DTYPES: dict[int, tuple[str, np.dtype]] = {
+WIRE_DTYPES: dict[spaces_pb2.DType, tuple[str, np.dtype]] = {
     spaces_pb2.D_TYPE_BOOL: ("bool", np.dtype("?")),
     spaces_pb2.D_TYPE_UINT8: ("uint8", np.dtype("u1")),
     spaces_pb2.D_TYPE_INT8: ("int8", np.dtype("i1")),
@@ -24,12 +24,12 @@ WIRE_DTYPES: dict[int, tuple[str, np.dtype]] = {
     spaces_pb2.D_TYPE_BFLOAT16: ("bfloat16", np.dtype("<u2")),
 }
 
-DTYPE_BY_NAME: dict[str, int] = {name: code for code, (name, _) in WIRE_DTYPES.items()}
+DTYPE_BY_NAME: dict[str, spaces_pb2.DType] = {name: code for code, (name, _) in WIRE_DTYPES.items()}
 
 SUPPORTED_DTYPE_NAMES = ", ".join(DTYPE_BY_NAME)
 
 
-def dtype_label(code: int) -> str:
+def dtype_label(code: spaces_pb2.DType) -> str:
     """The readable name of a ``DType`` value, e.g. ``float32`` or ``D_TYPE(99)``."""
     entry = WIRE_DTYPES.get(code)
     if entry is not None:

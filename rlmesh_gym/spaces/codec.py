@@ -29,35 +29,22 @@ Every failure is a ``CodecError`` naming the value's path, what was expected and
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from rlmesh_gym.proto import spaces_pb2
 from rlmesh_gym.spaces._dtypes import WIRE_DTYPES, dtype_label
+from rlmesh_gym.spaces._values import CodecError, convert
+from rlmesh_gym.spaces.kinds import KINDS, SpaceKind
 from rlmesh_gym.spaces.limits import SpaceSpecError, check_space_spec
 
 __all__ = ["CodecError", "SpaceCodec", "decode", "decode_batch", "encode", "encode_batch"]
 
-_RAW_KINDS = frozenset({"box", "discrete", "multi_binary", "multi_discrete"})
-_NODE_ARM = {
-    "box": "tensor",
-    "discrete": "discrete",
-    "multi_binary": "multi",
-    "multi_discrete": "multi",
-    "text": "text",
-    "dict": "dict",
-    "tuple": "tuple",
-}
 _ndarray = np.ndarray
 _FLOAT32 = np.dtype("<f4")
-_INT64 = np.dtype("<i8")
 _MAX_CACHED_BATCH_SIZES = 64
-
-
-class CodecError(ValueError):
-    """A value or payload does not fit its space; the message names the path, expected and got."""
 
 
 class SpaceCodec:
@@ -68,6 +55,9 @@ class SpaceCodec:
         name: the path used in error messages (``"obs"``, ``"obs['camera']"``, ...).
         kind: the spec arm: ``box``, ``discrete``, ``multi_binary``, ``multi_discrete``, ``text``,
             ``dict`` or ``tuple``.
+        handler: that kind's ``SpaceKind`` (``rlmesh_gym.spaces.kinds.KINDS[kind]``).
+        raw: whether batches are raw element bytes (Box, Discrete, MultiBinary, MultiDiscrete)
+            rather than a ``ValueList``.
         shape: the per-lane shape (``()`` for Discrete, Text, Dict, Tuple and scalar Box).
         numpy_dtype: the dtype of decoded arrays for raw kinds (native byte order; float32 for
             bfloat16), ``None`` for Text, Dict and Tuple.
@@ -89,18 +79,18 @@ class SpaceCodec:
         "spec",
         "name",
         "kind",
+        "handler",
+        "raw",
         "shape",
         "numpy_dtype",
         "lane_nbytes",
         "keys",
         "children",
-        "_raw",
         "_wire",
         "_fast_dtype",
         "_bf16",
         "_binary",
         "_plain",
-        "_arm",
         "_batches",
         "_shapes",
         "_same_as",
@@ -120,39 +110,26 @@ class SpaceCodec:
         except SpaceSpecError as error:
             raise CodecError(str(error)) from None
         self.kind: str = kind
-        self._arm = _NODE_ARM[kind]
-        self._raw = kind in _RAW_KINDS
+        self.handler: SpaceKind = KINDS[kind]
+        self.raw: bool = self.handler.raw
         self.keys: tuple[str, ...] = ()
         self.children: tuple[SpaceCodec, ...] = ()
         self.shape: tuple[int, ...] = ()
         self.numpy_dtype: np.dtype | None = None
         self.lane_nbytes = 0
-        self._wire: np.dtype | None = None
+        self._wire: np.dtype  # set by _compile_raw; only raw kinds read it
         self._fast_dtype: np.dtype | None = None
         self._bf16 = False
         self._binary = False
         self._plain = True
-        self._batches: dict[int, tuple[tuple[int, ...], int]] = {}
+        self._batches: dict[int | None, tuple[tuple[int, ...], int]] = {}
         self._shapes: dict[int, tuple[int, ...]] = {}
         self._same_as: SpaceCodec | None = None
-        if self._raw:
+        if self.raw:
             self._compile_raw(spec)
-        elif kind == "dict":
-            keys = tuple(spec.dict.keys)
-            if len(keys) != len(spec.dict.spaces) or len(set(keys)) != len(keys):
-                raise CodecError(
-                    f"{name}: DictSpec needs unique keys parallel to its spaces, got keys "
-                    f"{list(keys)} for {len(spec.dict.spaces)} spaces"
-                )
-            self.keys = keys
-            self.children = tuple(
-                SpaceCodec(child, name=f"{name}[{key!r}]")
-                for key, child in zip(keys, spec.dict.spaces, strict=True)
-            )
-        elif kind == "tuple":
-            self.children = tuple(
-                SpaceCodec(child, name=f"{name}[{i}]") for i, child in enumerate(spec.tuple.spaces)
-            )
+        else:
+            self.keys, members = self.handler.members(spec, name)
+            self.children = tuple(SpaceCodec(child, name=path) for child, path in members)
 
     def _compile_raw(self, spec: spaces_pb2.SpaceSpec) -> None:
         name, kind = self.name, self.kind
@@ -163,24 +140,7 @@ class SpaceCodec:
                 "element dtype such as float32 or int64"
             )
         wire = entry[1]
-        shape = tuple(int(d) for d in spec.shape)
-        if kind == "discrete":
-            shape = ()
-            if wire.kind not in "iu":
-                raise CodecError(f"{name}: Discrete spec has dtype {entry[0]}, expected an integer dtype")
-        elif kind == "multi_binary":
-            arm_shape = _multi_binary_shape(spec.multi_binary)
-            shape = _agree(name, "MultiBinary", shape, arm_shape)
-            if wire.itemsize != 1:
-                raise CodecError(
-                    f"{name}: MultiBinary spec has dtype {entry[0]}, expected a 1-byte dtype (uint8)"
-                )
-        elif kind == "multi_discrete":
-            shape = _agree(name, "MultiDiscrete", shape, _multi_discrete_shape(name, spec.multi_discrete))
-            if wire.kind not in "iu":
-                raise CodecError(
-                    f"{name}: MultiDiscrete spec has dtype {entry[0]}, expected an integer dtype"
-                )
+        shape = self.handler.lane_shape(spec, wire, name)
         if any(d < 0 for d in shape):
             raise CodecError(f"{name}: spec shape {list(shape)} has a negative dimension")
         self.shape = shape
@@ -208,7 +168,7 @@ class SpaceCodec:
         return True
 
     def __repr__(self) -> str:
-        if self._raw:
+        if self.raw:
             return f"SpaceCodec({self.name}: {self.kind} {self.numpy_dtype} {self.shape})"
         return f"SpaceCodec({self.name}: {self.kind})"
 
@@ -216,7 +176,7 @@ class SpaceCodec:
 
     def encode_batch(self, values: Any, n: int) -> bytes:
         """The message bytes of a batch of ``n`` values in ``batch_space`` layout."""
-        if self._raw:
+        if self.raw:
             # Hot path: an ndarray of the exact dtype and shape needs only tobytes(), which is the
             # one copy (it gathers non-contiguous input into C order).
             if self._is_exact(values, n):
@@ -236,7 +196,7 @@ class SpaceCodec:
         converted copy); Text, Dict and Tuple go through the bytes. Raises the same
         ``CodecError`` as :meth:`encode_batch` for anything it would refuse.
         """
-        if self._raw:
+        if self.raw:
             if self._is_exact(values, n):
                 return values
             return self._finish(self._coerce(values, self._batch(n)[0], n))
@@ -253,7 +213,7 @@ class SpaceCodec:
         """
         if type(data) is not bytes:
             data = _byte_view(data, self.name)
-        if self._raw:
+        if self.raw:
             try:
                 shape, nbytes = self._batches[n]
             except (KeyError, TypeError):  # first use of this n, or n=None (infer it)
@@ -297,7 +257,7 @@ class SpaceCodec:
 
     def encode(self, value: Any) -> bytes:
         """The message bytes of one value (a batch of one)."""
-        return self.encode_batch(self._batch_of_one(value), 1)
+        return self.encode_batch(self.handler.batch_of_one(self, value), 1)
 
     def decode(self, data: bytes | bytearray | memoryview) -> Any:
         """The one value in ``data`` (a batch of one). Raw kinds give read-only views."""
@@ -305,45 +265,10 @@ class SpaceCodec:
 
     def batch_of_one(self, value: Any) -> Any:
         """One value as a batch of one (``batch_space`` layout); CodecError for a wrong structure."""
-        return self._batch_of_one(value)
-
-    def _batch_of_one(self, value: Any) -> Any:
-        if self._raw:
-            try:
-                array = np.asarray(value)
-            except Exception as exc:
-                raise CodecError(
-                    f"{self.name}: expected an array-like of shape {self.shape}, "
-                    f"got {type(value).__name__} ({exc})"
-                ) from exc
-            if array.shape != self.shape:
-                raise CodecError(f"{self.name}: expected shape {self.shape}, got shape {array.shape}")
-            return array[None]
-        if self.kind == "text":
-            if not isinstance(value, str):
-                raise CodecError(f"{self.name}: expected a str, got {type(value).__name__}")
-            return (value,)
-        if self.kind == "dict":
-            mapping = self._mapping(value, "")
-            return {
-                key: child._batch_of_one(mapping[key])
-                for key, child in zip(self.keys, self.children, strict=True)
-            }
-        parts = self._sequence(value, "")
-        return tuple(child._batch_of_one(part) for child, part in zip(self.children, parts, strict=True))
+        return self.handler.batch_of_one(self, value)
 
     def _lane(self, batch: Any, i: int) -> Any:
-        if self._raw:
-            if self.kind == "discrete":
-                return batch[i]
-            return batch[i] if self.shape else batch[i : i + 1].reshape(())
-        if self.kind == "text":
-            return batch[i]
-        if self.kind == "dict":
-            return {
-                key: child._lane(batch[key], i) for key, child in zip(self.keys, self.children, strict=True)
-            }
-        return tuple(child._lane(part, i) for child, part in zip(self.children, batch, strict=True))
+        return self.handler.lane(self, batch, i)
 
     # ------------------------------------------------------------------ raw kinds
 
@@ -396,9 +321,9 @@ class SpaceCodec:
         if self._bf16:
             if array.dtype.name == "bfloat16":  # e.g. ml_dtypes: already the wire bits
                 return array.view(np.uint16).astype(self._wire, copy=False)
-            bits = np.ascontiguousarray(_convert(array, _FLOAT32, self.name)).view("<u4")
+            bits = np.ascontiguousarray(convert(array, _FLOAT32, self.name)).view("<u4")
             return (bits >> 16).astype(self._wire)
-        array = _convert(array, self._wire, self.name)
+        array = convert(array, self._wire, self.name)
         if self._binary and array.size:
             # Refuse rather than reduce to 1 (upstream's encoder does): a 2 is not a MultiBinary value.
             above = array > 1
@@ -412,217 +337,18 @@ class SpaceCodec:
 
     def _fill(self, nodes: list[Any], values: Any, n: int) -> None:
         """Write one lane of ``values`` (batch layout) into each of the ``n`` nodes."""
-        kind = self.kind
-        if self._raw:
-            shape = self._batch(n)[0]
-            if kind == "discrete":
-                # The discrete arm is an int64 varint whatever the spec dtype.
-                for node, item in zip(
-                    nodes,
-                    _convert(_as_array(values, shape, self.name), _INT64, self.name).tolist(),
-                    strict=False,
-                ):
-                    node.discrete = item
-                return
-            data = self.encode_batch(values, n)
-            size = self.lane_nbytes
-            if kind == "box":
-                for i, node in enumerate(nodes):
-                    node.tensor = data[i * size : (i + 1) * size]
-            else:
-                for i, node in enumerate(nodes):
-                    node.multi = data[i * size : (i + 1) * size]
-            return
-        if kind == "text":
-            texts = self._texts(values, n)
-            for node, text in zip(nodes, texts, strict=True):
-                node.text = text
-        elif kind == "dict":
-            mapping = self._mapping(values, f" (a dict of {n}-lane batches)")
-            for node in nodes:
-                node.dict.SetInParent()
-            for key, child in zip(self.keys, self.children, strict=True):
-                child._fill([node.dict.entries[key] for node in nodes], mapping[key], n)
-        else:
-            parts = self._sequence(values, f" (a tuple of {n}-lane batches)")
-            for node in nodes:
-                node.tuple.SetInParent()
-            for child, part in zip(self.children, parts, strict=True):
-                child._fill([node.tuple.items.add() for node in nodes], part, n)
-
-    def _texts(self, values: Any, n: int) -> Sequence[str]:
-        if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)):
-            raise CodecError(
-                f"{self.name}: expected a sequence of {n} str (one per lane), got {type(values).__name__}"
-            )
-        if len(values) != n:
-            raise CodecError(f"{self.name}: expected {n} str (one per lane), got {len(values)}")
-        for i, text in enumerate(values):
-            if not isinstance(text, str):
-                raise CodecError(f"{self.name} (lane {i}): expected a str, got {type(text).__name__}")
-        return values
-
-    def _mapping(self, values: Any, layout: str) -> Mapping[str, Any]:
-        if not isinstance(values, Mapping):
-            if hasattr(values, "_asdict"):
-                values = values._asdict()
-            else:
-                raise CodecError(
-                    f"{self.name}: expected a dict with keys {list(self.keys)}{layout}, "
-                    f"got {type(values).__name__}"
-                )
-        missing = [key for key in self.keys if key not in values]
-        if missing or len(values) != len(self.keys):
-            extra = [key for key in values if key not in self.keys]
-            problem = f"missing key(s) {missing}" if missing else f"unexpected key(s) {extra}"
-            raise CodecError(f"{self.name}: {problem}; the space has keys {list(self.keys)}")
-        return values
-
-    def _sequence(self, values: Any, layout: str) -> Sequence[Any]:
-        if not isinstance(values, (tuple, list)):
-            raise CodecError(
-                f"{self.name}: expected a tuple of {len(self.children)} element(s){layout}, "
-                f"got {type(values).__name__}"
-            )
-        if len(values) != len(self.children):
-            raise CodecError(
-                f"{self.name}: expected a tuple of {len(self.children)} element(s), got {len(values)}"
-            )
-        return values
+        self.handler.fill(self, nodes, values, n)
 
     def _decode_nodes(self, nodes: Sequence[Any], n: int) -> Any:
         """The batch held by ``n`` nodes, one per lane."""
-        arm = self._arm
+        arm = self.handler.node_arm
         for i, node in enumerate(nodes):
             got = node.WhichOneof("kind")
             if got != arm:
                 raise CodecError(
                     f"{self.name} (lane {i}): expected a {arm!r} node for a {self.kind} space, got {got!r}"
                 )
-        kind = self.kind
-        if kind == "discrete":
-            values = np.array([node.discrete for node in nodes], dtype=_INT64)
-            return values if self.numpy_dtype == _INT64 else _convert(values, self.numpy_dtype, self.name)
-        if self._raw:
-            chunks = [node.tensor for node in nodes] if kind == "box" else [node.multi for node in nodes]
-            for i, chunk in enumerate(chunks):
-                if len(chunk) != self.lane_nbytes:
-                    raise CodecError(
-                        f"{self.name} (lane {i}): expected {self.lane_nbytes} bytes "
-                        f"({self.shape} {dtype_label(self.spec.dtype)}), got {len(chunk)}"
-                    )
-            return self.decode_batch(b"".join(chunks), n)
-        if kind == "text":
-            return tuple(node.text for node in nodes)
-        if kind == "dict":
-            batch = {}
-            for key, child in zip(self.keys, self.children, strict=True):
-                column = []
-                for i, node in enumerate(nodes):
-                    entries = node.dict.entries
-                    if key not in entries:
-                        raise CodecError(
-                            f"{self.name} (lane {i}): missing key {key!r}; the space has keys "
-                            f"{list(self.keys)}, the payload has {sorted(entries)}"
-                        )
-                    column.append(entries[key])
-                batch[key] = child._decode_nodes(column, n)
-            return batch
-        arity = len(self.children)
-        for i, node in enumerate(nodes):
-            if len(node.tuple.items) != arity:
-                raise CodecError(
-                    f"{self.name} (lane {i}): expected a tuple of {arity} element(s), "
-                    f"got {len(node.tuple.items)}"
-                )
-        return tuple(
-            child._decode_nodes([node.tuple.items[j] for node in nodes], n)
-            for j, child in enumerate(self.children)
-        )
-
-
-def _multi_binary_shape(spec: spaces_pb2.MultiBinarySpec) -> tuple[int, ...] | None:
-    arm = spec.WhichOneof("n")
-    if arm == "dims":
-        return tuple(int(d) for d in spec.dims.data)
-    if arm == "size":
-        return (int(spec.size),)
-    return None
-
-
-def _multi_discrete_shape(name: str, spec: spaces_pb2.MultiDiscreteSpec) -> tuple[int, ...] | None:
-    arm = spec.WhichOneof("nvec")
-    if arm == "flat":
-        return (len(spec.flat.data),)
-    if arm == "shaped":
-        widths = {len(row.data) for row in spec.shaped.data}
-        if len(widths) > 1:
-            raise CodecError(
-                f"{name}: MultiDiscrete shaped nvec has rows of different lengths {sorted(widths)}"
-            )
-        return (len(spec.shaped.data), widths.pop() if widths else 0)
-    return None
-
-
-def _agree(
-    name: str, label: str, shape: tuple[int, ...], arm_shape: tuple[int, ...] | None
-) -> tuple[int, ...]:
-    """The spec's shape, checked against (or filled from) the shape its arm implies."""
-    if arm_shape is None:
-        return shape
-    if shape and shape != arm_shape:
-        raise CodecError(
-            f"{name}: {label} spec shape {list(shape)} disagrees with its arm's shape {list(arm_shape)}"
-        )
-    return arm_shape
-
-
-def _as_array(values: Any, shape: tuple[int, ...], name: str) -> np.ndarray:
-    try:
-        array = np.asarray(values)
-    except Exception as exc:
-        raise CodecError(
-            f"{name}: expected an array-like of shape {shape}, got {type(values).__name__} ({exc})"
-        ) from exc
-    if array.shape != shape:
-        raise CodecError(f"{name}: expected a batch of shape {shape}, got shape {array.shape}")
-    return array
-
-
-def _convert(array: np.ndarray, dtype: np.dtype, name: str) -> np.ndarray:
-    """``array`` in ``dtype``; refuses conversions that change a value (NaN or 1.5 to int, 300 to uint8)."""
-    source = array.dtype
-    if source == dtype:
-        return array
-    if source.kind not in "biuf":
-        raise CodecError(f"{name}: expected numeric values convertible to {dtype.name}, got dtype {source}")
-    target = dtype.kind
-    if target in "iu" and source.kind != "b" and array.size:
-        info = np.iinfo(dtype)
-        if source.kind == "f":
-            upper = 2.0 ** (info.bits if info.min == 0 else info.bits - 1)  # exclusive, exact in any float
-            with np.errstate(invalid="ignore"):
-                ok = np.isfinite(array) & (array == np.trunc(array)) & (array >= info.min) & (array < upper)
-            if not ok.all():
-                raise CodecError(
-                    f"{name}: expected {dtype.name} values, got {source} value {array[~ok].flat[0].item()!r} "
-                    f"that is not an integer in [{info.min}, {info.max}]"
-                )
-        elif not np.can_cast(source, dtype):
-            low, high = array.min(), array.max()
-            if low < info.min or high > info.max:
-                bad = low if low < info.min else high
-                raise CodecError(
-                    f"{name}: expected {dtype.name} values, got {source} value {bad.item()!r} outside "
-                    f"[{info.min}, {info.max}]"
-                )
-    elif target == "b" and source.kind != "b" and array.size:
-        ok = (array == 0) | (array == 1)
-        if not ok.all():
-            raise CodecError(
-                f"{name}: expected bool values (0 or 1), got {source} value {array[~ok].flat[0].item()!r}"
-            )
-    return array.astype(dtype)
+        return self.handler.decode_nodes(self, nodes, n)
 
 
 def _bf16_to_float32(bits: np.ndarray) -> np.ndarray:

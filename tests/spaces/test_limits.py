@@ -163,7 +163,7 @@ def run_capped(code: str, headroom_mb: int = 256) -> subprocess.CompletedProcess
         from rlmesh_gym.proto import env_pb2, spaces_pb2
         from rlmesh_gym.spaces import SpaceCodec, gym_space
         from rlmesh_gym.policies import RandomPolicy, TorchPolicy
-        from rlmesh_gym.policies._spaces import describe_space
+        from rlmesh_gym.spaces.kinds import describe_space
         cap = psutil.Process().memory_info().vms + {headroom_mb} * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
         """
