@@ -75,7 +75,9 @@ class DaemonThreadExecutor(Executor):
         for future in dropped:  # outside the lock: cancelling runs _finished, which takes it
             future.cancel()
         if first and loop is not None:
-            asyncio.run_coroutine_threadsafe(_stop_running_loop(), loop)
+            with self._lock:
+                queued = list(self._pending)
+            asyncio.run_coroutine_threadsafe(_stop_when_done(queued), loop)
         if wait and thread is not None:
             thread.join()
 
@@ -128,7 +130,9 @@ async def _invoke(function: Callable[..., Any], args: tuple[Any, ...], kwargs: d
     return result
 
 
-async def _stop_running_loop() -> None:
+async def _stop_when_done(futures: list[concurrent.futures.Future[Any]]) -> None:
+    # Stopping at once would drop the callbacks that hand the last results to their futures.
+    await asyncio.gather(*(asyncio.wrap_future(future) for future in futures), return_exceptions=True)
     asyncio.get_running_loop().stop()
 
 
