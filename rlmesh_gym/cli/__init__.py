@@ -1,8 +1,9 @@
 """The ``rlmesh-gym`` command line.
 
-Each subcommand lives in its own module with two functions: ``register(subparsers)`` adds
-its parser (and sets ``run`` as the parser's ``func`` default), and ``run(args) -> int``
-carries it out and returns the exit code.
+Each subcommand lives in its own module, ``<name>_command.py``, with two functions:
+``register(subparsers)`` adds its parser (and sets ``run`` as the parser's ``func`` default),
+and ``run(args) -> int`` carries it out and returns the exit code. What several of them share
+is in the ``_``-prefixed modules (docs/design/layering.md#cli).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ _COMMANDS: tuple[str, ...] = (
     "compare_command",
     "inspect_command",
     "episodes_command",
-    "serve_command",
+    "serve_env_command",
+    "serve_policy_command",
 )
 
 

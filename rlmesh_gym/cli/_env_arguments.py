@@ -10,6 +10,7 @@ __all__ = [
     "add_autoreset_argument",
     "add_env_package_arguments",
     "add_vectorization_argument",
+    "build_env",
     "env_kwargs_of",
 ]
 
@@ -78,6 +79,16 @@ def env_kwargs_of(args: argparse.Namespace) -> dict[str, Any]:
                 raise ValueError(f"--env-kwargs: {key!r} is given twice")
             kwargs[key] = value
     return kwargs
+
+
+def build_env(env_id: str, **options: Any) -> Any:
+    """``GymVectorEnv.make(env_id, **options)``; ValueError names the env id and what went wrong."""
+    from rlmesh_gym.envs import GymVectorEnv
+
+    try:
+        return GymVectorEnv.make(env_id, **options)
+    except Exception as error:  # gymnasium raises many types for unknown ids and bad kwargs
+        raise ValueError(f"cannot build env {env_id!r}: {type(error).__name__}: {error}") from error
 
 
 _JSON_TYPES = {

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from rlmesh_gym.cli._policy_arguments import policy_from_arguments
 from rlmesh_gym.cli._report import report_error, report_run_failure
-from rlmesh_gym.cli.serve_command import TOKEN_VARIABLE
+from rlmesh_gym.cli._serving import TOKEN_VARIABLE
 
 __all__ = ["env_addresses", "run_fleet_eval"]
 
@@ -81,14 +81,7 @@ def run_fleet_eval(args: argparse.Namespace, addresses: list[str]) -> int:
 
 def _shipped_policy(address: str, token: str | None) -> str:
     """The shipped policy of the env the first server serves; ``ValueError`` when there is none."""
-    from rlmesh_gym.evaluation._resolve import shipped_policy
+    from rlmesh_gym.cli._remote_eval import shipped_policy_for
     from rlmesh_gym.serve import fetch_contract
 
-    contract = asyncio.run(fetch_contract(address, token=token))
-    reference = shipped_policy(contract.id)
-    if reference is None:
-        raise ValueError(
-            f"no --policy given and no shipped policy for the env {contract.id!r} served at {address}; "
-            "pass --policy PATH, --policy package.module:attr, --policy random or --policy-address HOST:PORT"
-        )
-    return reference
+    return shipped_policy_for(asyncio.run(fetch_contract(address, token=token)).id, address)

@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
             return run_fleet_eval(args, addresses)
         args.env_address = addresses[0]
     if args.env_address is not None or args.policy_address is not None:
-        from rlmesh_gym.cli.serve_command import run_remote_eval
+        from rlmesh_gym.cli._remote_eval import run_remote_eval
 
         return run_remote_eval(args)
     try:

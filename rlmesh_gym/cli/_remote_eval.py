@@ -1,0 +1,115 @@
+"""``rlmesh-gym eval`` against one rlmesh env server (``--env-address``) and/or a model server
+(``--policy-address``), instead of an env and policy built in this process."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+from typing import Any
+
+from rlmesh_gym.cli._env_arguments import build_env
+from rlmesh_gym.cli._policy_arguments import policy_from_arguments
+from rlmesh_gym.cli._report import report_run_failure
+from rlmesh_gym.cli._serving import TOKEN_VARIABLE
+
+__all__ = ["run_remote_eval", "shipped_policy_for"]
+
+
+def run_remote_eval(args: argparse.Namespace) -> int:
+    """``rlmesh-gym eval`` with ``--env-address`` and/or ``--policy-address``; return the exit code.
+
+    With ``--env-address`` the env is the server's (its lanes and autoreset mode; ``--num-envs``,
+    ``--autoreset`` and ``--vectorization`` do not apply) and the default policy is the shipped
+    one for the server's env id. With ``--policy-address`` the actions come from that model
+    server, configured with the env's contract. Tokens come from ``$RLMESH_GYM_TOKEN``.
+    """
+    try:
+        result = asyncio.run(_remote_eval(args))
+    except (KeyboardInterrupt, Exception) as error:
+        return report_run_failure(error, json_output=args.json)
+    print(result.to_json(indent=2) if args.json else result)
+    return 0
+
+
+async def _remote_eval(args: argparse.Namespace) -> Any:
+    from rlmesh_gym.evaluation import evaluate_async
+    from rlmesh_gym.serve import RemoteEnv, RemoteModel
+
+    token = os.environ.get(TOKEN_VARIABLE) or None
+    env: Any = None
+    model: Any = None
+    owned_env = False
+    try:
+        if args.env_address is not None:
+            env = await RemoteEnv.connect(
+                args.env_address,
+                token=token,
+                connect_timeout=args.connect_timeout,
+                request_timeout=args.request_timeout,
+            )
+        else:
+            env = build_env(
+                args.env_id,
+                num_envs=args.num_envs,
+                autoreset=args.autoreset,
+                vectorization=args.vectorization,
+            )
+            owned_env = True
+        if args.policy_address is not None:
+            if args.policy is not None:
+                raise ValueError("pass either --policy or --policy-address, not both")
+            model = await RemoteModel.connect(
+                args.policy_address,
+                token=token,
+                contract=env.contract,
+                connect_timeout=args.connect_timeout,
+                request_timeout=args.request_timeout,
+            )
+            policy: Any = model
+        else:
+            policy = policy_from_arguments(args) or shipped_policy_for(env.contract.id, env.address)
+        result = await evaluate_async(
+            env,
+            policy,
+            episodes=args.episodes,
+            seed=args.seed,
+            progress=not (args.no_progress or args.json),
+            record=args.record,
+            device=args.device,
+            allow_pickle=args.allow_pickle,
+            max_steps=args.max_steps,
+            target_ci=args.target_ci,
+            max_episodes=args.max_episodes,
+        )
+    except BaseException:
+        # Ctrl+C (a cancellation) or an error is what the user must see: a close failing on the
+        # interrupted stream must not replace it.
+        with contextlib.suppress(Exception):
+            await _close_peers(model, env, owned_env)
+        raise
+    await _close_peers(model, env, owned_env)
+    return result
+
+
+async def _close_peers(model: Any, env: Any, owned_env: bool) -> None:
+    try:
+        if model is not None:
+            await model.close()
+    finally:
+        if env is not None and (owned_env or not env.closed):
+            await env.close(5.0)
+
+
+def shipped_policy_for(env_id: str, address: str) -> str:
+    """The shipped policy of ``env_id``, the env served at ``address``; ``ValueError`` when there is none."""
+    from rlmesh_gym.evaluation._resolve import shipped_policy
+
+    reference = shipped_policy(env_id)
+    if reference is not None:
+        return reference
+    raise ValueError(
+        f"no --policy given and no shipped policy for the env {env_id!r} served at {address}; pass "
+        "--policy PATH, --policy package.module:attr, --policy random or --policy-address HOST:PORT"
+    )
