@@ -18,7 +18,7 @@ from typing import Any
 from rlmesh_gym.cli._env_arguments import build_env
 from rlmesh_gym.cli._policy_arguments import (
     POLICY_METAVAR,
-    add_policy_factory_argument,
+    add_policy_loading_arguments,
     policy_from_arguments,
 )
 from rlmesh_gym.cli._report import report_error
@@ -66,12 +66,7 @@ def register(subparsers: Any) -> None:
         "--stochastic", action="store_true", help="sample actions instead of taking the most likely one"
     )
     policy.add_argument("--device", default="cpu", help="torch device of the policy (default: cpu)")
-    policy.add_argument(
-        "--allow-pickle",
-        action="store_true",
-        help="allow a policy file holding a whole pickled module (runs code from the file)",
-    )
-    add_policy_factory_argument(policy)
+    add_policy_loading_arguments(policy)
     add_endpoint_arguments(policy, DEFAULT_ADDRESS)
     policy.set_defaults(func=run)
 
