@@ -19,6 +19,7 @@ def test_compare_is_registered():
     assert "compare" in build_parser().format_help()
 
 
+@pytest.mark.torch
 def test_compare_prints_the_policies_and_the_pair(capsys):
     code, out, err = run_cli(
         capsys,
@@ -98,6 +99,7 @@ def test_compare_bad_input_exits_2_with_one_line(capsys, argv, message):
     assert err.startswith("rlmesh-gym: error: ") and message in err and "Traceback" not in err
 
 
+@pytest.mark.torch
 def test_compare_policy_that_does_not_fit_exits_2(capsys):
     code, _, err = run_cli(
         capsys,

@@ -18,6 +18,8 @@ from rlmesh_gym.evaluation import evaluate
 from rlmesh_gym.policies import TorchPolicy
 from rlmesh_gym.policies.pretrained import MLPPolicy, load_pretrained
 
+pytestmark = pytest.mark.torch  # (tests/conftest.py)
+
 CONSOLE_SCRIPT = Path(sys.executable).parent / "rlmesh-gym"
 FACTORY = "rlmesh_gym.policies.pretrained:MLPPolicy"
 
