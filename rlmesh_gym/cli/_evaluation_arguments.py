@@ -4,6 +4,7 @@ lanes from which seed, what is printed or recorded, and how long a run may take.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 __all__ = [
     "DEFAULT_EPISODES",
@@ -13,6 +14,7 @@ __all__ = [
     "add_output_arguments",
     "add_progress_and_device_arguments",
     "check_episode_arguments",
+    "run_options",
 ]
 
 DEFAULT_EPISODES = 100
@@ -73,3 +75,14 @@ def check_episode_arguments(args: argparse.Namespace, *, min_episodes: int, why:
     if args.max_steps is not None and args.max_steps < 1:
         return f"--max-steps must be at least 1, got {args.max_steps}"
     return None
+
+
+def run_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of ``evaluate()``/``compare()`` these options (and ``--allow-pickle``) give."""
+    return {
+        "progress": not (args.no_progress or args.json),
+        "record": args.record,
+        "device": args.device,
+        "allow_pickle": args.allow_pickle,
+        "max_steps": args.max_steps,
+    }

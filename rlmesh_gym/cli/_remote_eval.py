@@ -10,6 +10,7 @@ import os
 from typing import Any
 
 from rlmesh_gym.cli._env_arguments import build_env
+from rlmesh_gym.cli._evaluation_arguments import run_options
 from rlmesh_gym.cli._policy_arguments import policy_from_arguments
 from rlmesh_gym.cli._report import report_run_failure
 from rlmesh_gym.cli._serving import TOKEN_VARIABLE
@@ -75,11 +76,7 @@ async def _remote_eval(args: argparse.Namespace) -> Any:
             policy,
             episodes=args.episodes,
             seed=args.seed,
-            progress=not (args.no_progress or args.json),
-            record=args.record,
-            device=args.device,
-            allow_pickle=args.allow_pickle,
-            max_steps=args.max_steps,
+            **run_options(args),
             target_ci=args.target_ci,
             max_episodes=args.max_episodes,
         )

@@ -12,6 +12,7 @@ from rlmesh_gym.cli._evaluation_arguments import (
     add_output_arguments,
     add_progress_and_device_arguments,
     check_episode_arguments,
+    run_options,
 )
 from rlmesh_gym.cli._policy_arguments import POLICY_METAVAR, add_policy_loading_arguments, load_into_factory
 from rlmesh_gym.cli._report import report_error, report_run_failure
@@ -114,11 +115,7 @@ def run(args: argparse.Namespace) -> int:
             num_envs=args.num_envs,
             seed=args.seed,
             vectorization=args.vectorization,
-            progress=not (args.no_progress or args.json),
-            record=args.record,
-            device=args.device,
-            allow_pickle=args.allow_pickle,
-            max_steps=args.max_steps,
+            **run_options(args),
             env_kwargs=env_kwargs or None,
         )
     except (KeyboardInterrupt, Exception) as exc:

@@ -16,6 +16,7 @@ from rlmesh_gym.cli._evaluation_arguments import (
     add_output_arguments,
     add_progress_and_device_arguments,
     check_episode_arguments,
+    run_options,
 )
 from rlmesh_gym.cli._policy_arguments import (
     POLICY_METAVAR,
@@ -198,11 +199,7 @@ def run(args: argparse.Namespace) -> int:
             autoreset=args.autoreset,
             vectorization=args.vectorization,
             env_kwargs=env_kwargs or None,
-            progress=not (args.no_progress or args.json),
-            record=args.record,
-            device=args.device,
-            allow_pickle=args.allow_pickle,
-            max_steps=args.max_steps,
+            **run_options(args),
             target_ci=args.target_ci,
             max_episodes=args.max_episodes,
         )

@@ -1,11 +1,7 @@
 """Awaiting a peer's answer under a deadline without ever losing the caller's cancellation.
 
-``asyncio.wait_for`` on Python 3.10 and 3.11 returns the awaited result when the waiting task is
-cancelled in the same loop iteration as the awaitable finishes, and the cancellation is gone
-(CPython gh-86296, fixed in 3.12). A client waits for thousands of replies a second, so a Ctrl+C
-landing next to one was dropped often enough that an interrupted ``rlmesh-gym eval
---env-address`` went on evaluating. :func:`wait_within` raises the cancellation in that case, on
-every version.
+``asyncio.wait_for`` before Python 3.12 drops a cancellation that lands in the loop iteration
+the answer arrives in; why that matters: docs/design/serving.md#client-deadlines.
 """
 
 from __future__ import annotations
