@@ -18,6 +18,7 @@ from contextlib import contextmanager
 
 from rlmesh_gym import __version__
 from rlmesh_gym._audience import command_line_audience
+from rlmesh_gym.cli._report import report_error
 
 # Subcommand modules, in the order `--help` lists them.
 _COMMANDS: tuple[str, ...] = (
@@ -70,8 +71,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                     code = int(args.func(args))
         sys.stdout.flush()  # a closed pipe shows up here when the output was still buffered
     except KeyboardInterrupt:  # subcommands report their own; this is Ctrl+C while starting up
-        from rlmesh_gym.cli._report import report_error
-
         return report_error("interrupted", 130)
     except BrokenPipeError:
         # Python would try to flush stdout again at exit and print the error; point it at devnull.
