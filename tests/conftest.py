@@ -1,64 +1,75 @@
-"""Tests that need an optional package are skipped cleanly where it is not installed.
+"""Tests that need an optional package say so with a marker, and are skipped where it is missing.
 
-The other Python versions' lean venvs (``make test-pythons``) have neither torch nor the notebook
-packages. A test module that imports one of them at top level is not collected there; any other
-test that uses a torch policy (the shipped ``pretrained:`` policies, ``TorchPolicy``) or carries
-the ``torch`` marker is skipped.
+The other Python versions' lean venvs (``make test-pythons``) install the ``test`` extra only:
+no torch, no notebook packages, no Stable-Baselines3, no selenium, ruff or mypy. A test that
+needs one carries its marker (declared in pyproject.toml, ``--strict-markers``), on the test or
+as the module's ``pytestmark``::
+
+    pytestmark = pytest.mark.torch          # every test of the module
+
+    @pytest.mark.notebook                    # one test
+    def test_to_pandas(): ...
+
+A module whose marker names a missing package is not even imported (so it may import torch at
+the top); a marked test is skipped with the package named.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib.util
-import inspect
-import re
 from pathlib import Path
 
 import pytest
 
-_OPTIONAL = (
-    "torch",
-    "nbclient",
-    "nbformat",
-    "pandas",
-    "matplotlib",
-    "traitlets",
-    "safetensors",
-    "stable_baselines3",
-)
-MISSING = [name for name in _OPTIONAL if importlib.util.find_spec(name) is None]
-_HERE = Path(__file__).parent
-_TOP_LEVEL_IMPORT = re.compile(rf"^(?:import|from) ({'|'.join(_OPTIONAL)})\b", re.MULTILINE)
-# Names of the package whose import loads torch.
-_TORCH_NAMES = re.compile(
-    r"^from rlmesh_gym[\w.]* import [^\n]*\b(TorchPolicy|MLPPolicy|load_pretrained|PRETRAINED)\b", re.M
-)
-# A test that mentions these (in its source or its parameters) needs the package.
-_USES = {
-    "torch": re.compile(r"pretrained|TorchPolicy|MLPPolicy|torch_policy"),
-    "pandas": re.compile(r"to_pandas|steps_frame"),
+# Marker -> the packages the marked tests import (an optional extra of pyproject.toml, or a tool).
+REQUIRES: dict[str, tuple[str, ...]] = {
+    "torch": ("torch", "safetensors"),
+    "sb3": ("stable_baselines3",),
+    "notebook": ("pandas", "matplotlib", "traitlets", "nbclient", "nbformat"),
+    "selenium": ("selenium",),
+    "ruff": ("ruff",),
+    "mypy": ("mypy",),
+}
+MISSING: dict[str, list[str]] = {
+    marker: missing
+    for marker, packages in REQUIRES.items()
+    if (missing := [name for name in packages if importlib.util.find_spec(name) is None])
 }
 
 
-def _needs_missing(path: Path) -> bool:
-    text = path.read_text()
-    if "torch" in MISSING and _TORCH_NAMES.search(text):
-        return True
-    return any(name in MISSING for name in _TOP_LEVEL_IMPORT.findall(text))
+def _skip_reason(marker: str) -> str:
+    return f"needs {', '.join(MISSING[marker])} (the {marker!r} marker), not installed here"
 
 
-collect_ignore = [str(path.relative_to(_HERE)) for path in _HERE.rglob("test_*.py") if _needs_missing(path)]
+def _module_markers(path: Path) -> set[str]:
+    """The marker names of the module's top-level ``pytestmark = pytest.mark.X`` (or a list of them)."""
+    names = set()
+    for statement in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(statement, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "pytestmark" for target in statement.targets
+        ):
+            values = (
+                statement.value.elts
+                if isinstance(statement.value, (ast.List, ast.Tuple))
+                else [statement.value]
+            )
+            for value in values:
+                node = value.func if isinstance(value, ast.Call) else value
+                if isinstance(node, ast.Attribute) and ast.unparse(node.value) == "pytest.mark":
+                    names.add(node.attr)
+    return names
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    uses = {name: pattern for name, pattern in _USES.items() if name in MISSING}
-    if not uses:
-        return
+def pytest_ignore_collect(collection_path: Path) -> bool | None:
+    if not MISSING or collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    return True if _module_markers(collection_path) & MISSING.keys() else None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        try:
-            source = inspect.getsource(item.function)  # type: ignore[attr-defined]
-        except (AttributeError, OSError, TypeError):
-            source = ""
-        for name, pattern in uses.items():
-            if item.get_closest_marker(name) or pattern.search(source) or pattern.search(item.name):
-                item.add_marker(pytest.mark.skip(reason=f"needs {name}, which is not installed here"))
+        for marker in MISSING:
+            if item.get_closest_marker(marker) is not None:
+                item.add_marker(pytest.mark.skip(reason=_skip_reason(marker)))
                 break

@@ -1,20 +1,24 @@
 """The ``rlmesh-gym`` command line.
 
-Each subcommand lives in its own module with two functions: ``register(subparsers)`` adds
-its parser (and sets ``run`` as the parser's ``func`` default), and ``run(args) -> int``
-carries it out and returns the exit code.
+Each subcommand lives in its own module, ``<name>_command.py``, with two functions:
+``register(subparsers)`` adds its parser (and sets ``run`` as the parser's ``func`` default),
+and ``run(args) -> int`` carries it out and returns the exit code. What several of them share
+is in the ``_``-prefixed modules (docs/design/layering.md#cli).
 """
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from rlmesh_gym import __version__
 from rlmesh_gym._audience import command_line_audience
+from rlmesh_gym.cli._report import report_error
 
 # Subcommand modules, in the order `--help` lists them.
 _COMMANDS: tuple[str, ...] = (
@@ -22,7 +26,8 @@ _COMMANDS: tuple[str, ...] = (
     "compare_command",
     "inspect_command",
     "episodes_command",
-    "serve_command",
+    "serve_env_command",
+    "serve_policy_command",
 )
 
 
@@ -47,22 +52,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit code.
 
     When the reader of the output goes away (``rlmesh-gym eval --json | head -1``), the command
-    stops quietly with :data:`EXIT_BROKEN_PIPE` instead of a ``BrokenPipeError`` traceback.
+    stops quietly with :data:`EXIT_BROKEN_PIPE` instead of a ``BrokenPipeError`` traceback. Ctrl+C
+    at any moment ends it with one ``interrupted`` line and exit code 130.
     """
     # `--policy my_module:attr` finds modules in the working directory, as `python -m` would;
     # appended, so a local file never shadows an installed package.
     if os.getcwd() not in sys.path:
         sys.path.append(os.getcwd())
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
-        if args.command is None:
-            parser.print_help(sys.stdout)
-            code = 0
-        else:
-            with command_line_audience():
-                code = int(args.func(args))
+        with _ctrl_c_never_dropped():
+            parser = build_parser()
+            args = parser.parse_args(argv)
+            if args.command is None:
+                parser.print_help(sys.stdout)
+                code = 0
+            else:
+                with command_line_audience():
+                    code = int(args.func(args))
         sys.stdout.flush()  # a closed pipe shows up here when the output was still buffered
+    except KeyboardInterrupt:  # subcommands report their own; this is Ctrl+C while starting up
+        return report_error("interrupted", 130)
     except BrokenPipeError:
         # Python would try to flush stdout again at exit and print the error; point it at devnull.
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -70,3 +79,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.close(devnull)
         return EXIT_BROKEN_PIPE
     return code
+
+
+@contextmanager
+def _ctrl_c_never_dropped() -> Iterator[None]:
+    """Deliver again a Ctrl+C whose ``KeyboardInterrupt`` was raised inside a finalizer or a
+    weakref callback (an import's module-lock cleanup, a gRPC object's ``__del__``), where Python
+    prints "Exception ignored" and drops it: the command would otherwise run on as if never
+    interrupted."""
+    previous = sys.unraisablehook
+
+    def redeliver(unraisable: sys.UnraisableHookArgs) -> None:
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            # From a new thread, not waited for: called here, the handler would run at once, still
+            # inside the finalizer. Should it land in one again, this hook sends it once more.
+            _thread.start_new_thread(_thread.interrupt_main, ())
+        else:
+            previous(unraisable)
+
+    sys.unraisablehook = redeliver
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous

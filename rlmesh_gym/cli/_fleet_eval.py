@@ -7,9 +7,10 @@ import asyncio
 import os
 from collections.abc import Sequence
 
+from rlmesh_gym.cli._evaluation_arguments import run_options
 from rlmesh_gym.cli._policy_arguments import policy_from_arguments
 from rlmesh_gym.cli._report import report_error, report_run_failure
-from rlmesh_gym.cli.serve_command import TOKEN_VARIABLE
+from rlmesh_gym.cli._serving import TOKEN_VARIABLE
 
 __all__ = ["env_addresses", "run_fleet_eval"]
 
@@ -63,11 +64,7 @@ def run_fleet_eval(args: argparse.Namespace, addresses: list[str]) -> int:
             episodes=args.episodes,
             seed=args.seed,
             on_server_failure=args.on_server_failure,
-            progress=not (args.no_progress or args.json),
-            record=args.record,
-            device=args.device,
-            allow_pickle=args.allow_pickle,
-            max_steps=args.max_steps,
+            **run_options(args),
             token=token,
             connect_timeout=args.connect_timeout,
             request_timeout=args.request_timeout,

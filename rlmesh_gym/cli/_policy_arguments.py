@@ -1,17 +1,24 @@
-"""The command-line options that say how a policy is loaded, shared by ``eval`` and ``serve-policy``."""
+"""The command-line options that say how a policy is loaded, shared by ``eval``, ``compare`` and
+``serve-policy``."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-__all__ = ["POLICY_METAVAR", "add_policy_factory_argument", "policy_from_arguments"]
+__all__ = ["POLICY_METAVAR", "add_policy_loading_arguments", "load_into_factory", "policy_from_arguments"]
 
 POLICY_METAVAR = "PATH|sb3:PATH|module:attr|random|pretrained:NAME"
 
 
-def add_policy_factory_argument(parser: argparse.ArgumentParser) -> None:
-    """``--policy-factory module:attr``: the nn.Module a state_dict file is loaded into."""
+def add_policy_loading_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--allow-pickle``, and ``--policy-factory module:attr``: the nn.Module a state_dict file is
+    loaded into."""
+    parser.add_argument(
+        "--allow-pickle",
+        action="store_true",
+        help="allow a policy file holding a whole pickled module (runs code from the file)",
+    )
     parser.add_argument(
         "--policy-factory",
         default=None,
@@ -32,11 +39,20 @@ def policy_from_arguments(args: argparse.Namespace, *, deterministic: bool = Tru
         return args.policy
     if args.policy is None:
         raise ValueError("--policy-factory needs --policy PATH, the state_dict file to load into it")
+    return load_into_factory(args.policy, args, deterministic=deterministic)
+
+
+def load_into_factory(path: str, args: argparse.Namespace, *, deterministic: bool = True) -> Any:
+    """An unbound ``TorchPolicy``: the state_dict file ``path`` loaded into the module that
+    ``--policy-factory`` builds, on ``--device``.
+
+    Raises:
+        ValueError: a factory that cannot be used, or a file that does not load into its module.
+    """
     from rlmesh_gym.policies import TorchPolicy
     from rlmesh_gym.policies.resolve import import_reference
 
     factory_reference = args.policy_factory
-
     factory = import_reference(factory_reference, what="--policy-factory")
     if not callable(factory):
         raise ValueError(
@@ -44,5 +60,5 @@ def policy_from_arguments(args: argparse.Namespace, *, deterministic: bool = Tru
             "a zero-argument function returning the nn.Module"
         )
     return TorchPolicy.load(
-        args.policy, factory=factory, device=args.device, deterministic=deterministic, seed=args.seed
+        path, factory=factory, device=args.device, deterministic=deterministic, seed=args.seed
     )

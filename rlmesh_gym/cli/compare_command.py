@@ -6,15 +6,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rlmesh_gym.cli._env_arguments import add_vectorization_argument
-from rlmesh_gym.cli._policy_arguments import POLICY_METAVAR
+from rlmesh_gym.cli._env_arguments import add_env_package_arguments, add_vectorization_argument, env_kwargs_of
+from rlmesh_gym.cli._evaluation_arguments import (
+    add_episode_arguments,
+    add_output_arguments,
+    add_progress_and_device_arguments,
+    check_episode_arguments,
+    run_options,
+)
+from rlmesh_gym.cli._policy_arguments import POLICY_METAVAR, add_policy_loading_arguments, load_into_factory
 from rlmesh_gym.cli._report import report_error, report_run_failure
 
 __all__ = ["register", "run"]
-
-DEFAULT_EPISODES = 100
-DEFAULT_NUM_ENVS = 8
-DEFAULT_SEED = 0
 
 
 def register(subparsers: Any) -> None:
@@ -28,7 +31,9 @@ def register(subparsers: Any) -> None:
             "mean paired difference with its CI and the probability of improvement P(a > b)."
         ),
     )
-    parser.add_argument("env_id", metavar="ENV_ID", help="a registered Gymnasium env id")
+    parser.add_argument(
+        "env_id", metavar="ENV_ID", help="a Gymnasium env id, or MODULE:ENV_ID from an env package"
+    )
     parser.add_argument(
         "--policy",
         action="append",
@@ -36,49 +41,17 @@ def register(subparsers: Any) -> None:
         metavar="[NAME=]POLICY",
         help=(
             f"a policy to compare (give it twice or more): {POLICY_METAVAR}, optionally named as "
-            "NAME=POLICY (default name: POLICY)"
+            "NAME=POLICY (default name: POLICY). With --policy-factory each is a state_dict file"
         ),
     )
-    parser.add_argument(
-        "--episodes",
-        type=int,
-        default=DEFAULT_EPISODES,
-        metavar="K",
-        help=f"episodes per policy, the same for all (default: {DEFAULT_EPISODES})",
-    )
-    parser.add_argument(
-        "--num-envs",
-        type=int,
-        default=DEFAULT_NUM_ENVS,
-        metavar="N",
-        help=f"lanes of the vector env (default: {DEFAULT_NUM_ENVS})",
-    )
-    parser.add_argument(
-        "--seed",
-        type=int,
-        default=DEFAULT_SEED,
-        metavar="S",
-        help=f"base seed of the episodes (default: {DEFAULT_SEED})",
-    )
+    add_episode_arguments(parser, episodes_help="episodes per policy, the same for all")
     add_vectorization_argument(parser)
-    parser.add_argument("--json", action="store_true", help="print the comparison as JSON instead of tables")
-    parser.add_argument(
-        "--record", default=None, metavar="DIR", help="record each policy's episodes to DIR/NAME.rec"
+    add_env_package_arguments(parser)
+    add_output_arguments(
+        parser, record_metavar="DIR", record_help="record each policy's episodes to DIR/NAME.rec"
     )
-    parser.add_argument(
-        "--max-steps",
-        type=int,
-        default=None,
-        metavar="STEPS",
-        help="fail a policy's run after this many vector steps if its episodes are not done (default: none)",
-    )
-    parser.add_argument("--no-progress", action="store_true", help="never show the progress bars")
-    parser.add_argument("--device", default="cpu", help="torch device of the policies (default: cpu)")
-    parser.add_argument(
-        "--allow-pickle",
-        action="store_true",
-        help="allow --policy files holding a whole pickled module (runs code from the file)",
-    )
+    add_progress_and_device_arguments(parser)
+    add_policy_loading_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -99,24 +72,34 @@ def _named_policies(values: list[str]) -> dict[str, str]:
     return policies
 
 
+def _loaded_into_factory(policies: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
+    """Each state_dict file of ``policies`` loaded into ``--policy-factory``'s module; ``ValueError``
+    names the policy that does not load."""
+    loaded = {}
+    for name, path in policies.items():
+        try:
+            loaded[name] = load_into_factory(path, args)
+        except (ValueError, TypeError, OSError) as exc:
+            raise ValueError(f"--policy {name!r} with --policy-factory: {exc}") from exc
+    return loaded
+
+
 def run(args: argparse.Namespace) -> int:
     """Carry out ``rlmesh-gym compare``; return the exit code."""
-    if args.episodes < 2:
-        return report_error(
-            f"--episodes must be at least 2 (a confidence interval needs 2), got {args.episodes}", 2
-        )
-    if args.num_envs < 1:
-        return report_error(f"--num-envs must be at least 1, got {args.num_envs}", 2)
-    if args.max_steps is not None and args.max_steps < 1:
-        return report_error(f"--max-steps must be at least 1, got {args.max_steps}", 2)
+    problem = check_episode_arguments(args, min_episodes=2, why=" (a confidence interval needs 2)")
+    if problem is not None:
+        return report_error(problem, 2)
     try:
         policies = _named_policies(args.policy)
+        env_kwargs = env_kwargs_of(args)
     except ValueError as exc:
         return report_error(str(exc), 2)
 
     from rlmesh_gym.evaluation import compare
 
     try:
+        if args.policy_factory is not None:
+            policies = _loaded_into_factory(policies, args)
         comparison = compare(
             args.env_id,
             policies,
@@ -124,11 +107,8 @@ def run(args: argparse.Namespace) -> int:
             num_envs=args.num_envs,
             seed=args.seed,
             vectorization=args.vectorization,
-            progress=not (args.no_progress or args.json),
-            record=args.record,
-            device=args.device,
-            allow_pickle=args.allow_pickle,
-            max_steps=args.max_steps,
+            **run_options(args),
+            env_kwargs=env_kwargs or None,
         )
     except (KeyboardInterrupt, Exception) as exc:
         return report_run_failure(exc, json_output=args.json)

@@ -98,43 +98,11 @@ def _render(recording: Any, limit: int | None) -> str:
     if not recording.ends:
         lines.append("end         none recorded (the writer stopped before the session ended)")
     lines.append("")
-    rows = [
-        (
-            "#",
-            "lane",
-            "episode id",
-            "seed",
-            "return",
-            "length",
-            "term",
-            "trunc",
-            "counted",
-            "steps",
-            "frames",
-        ),
-    ]
-    shown = recording.episodes if limit is None else recording.episodes[:limit]
-    for index, episode in enumerate(shown):
-        record = episode.record
-        rows.append(
-            (
-                str(index),
-                str(episode.lane),
-                episode.episode_id,
-                "-" if episode.seed is None else str(episode.seed),
-                f"{episode.episode_return:g}",
-                str(episode.length),
-                "yes" if record.terminated else "no",
-                "yes" if record.truncated else "no",
-                "-" if episode.counted is None else ("yes" if episode.counted else "no"),
-                str(len(episode.steps)),
-                str(0 if episode.frames is None else len(episode.frames)),
-            )
-        )
+    rows = recording.episode_table(limit)
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         lines.append("  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
-    hidden = len(recording.episodes) - len(shown)
+    hidden = len(recording.episodes) - (len(rows) - 1)
     if hidden > 0:
         lines.append(f"... {hidden} more episode(s) (use --limit to show more)")
     lines.append("")

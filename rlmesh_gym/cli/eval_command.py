@@ -11,9 +11,16 @@ from rlmesh_gym.cli._env_arguments import (
     add_vectorization_argument,
     env_kwargs_of,
 )
+from rlmesh_gym.cli._evaluation_arguments import (
+    add_episode_arguments,
+    add_output_arguments,
+    add_progress_and_device_arguments,
+    check_episode_arguments,
+    run_options,
+)
 from rlmesh_gym.cli._policy_arguments import (
     POLICY_METAVAR,
-    add_policy_factory_argument,
+    add_policy_loading_arguments,
     policy_from_arguments,
 )
 from rlmesh_gym.cli._report import report_error, report_run_failure
@@ -21,9 +28,6 @@ from rlmesh_gym.cli._report import report_error, report_run_failure
 __all__ = ["register", "run"]
 
 DEFAULT_ENV_ID = "CartPole-v1"
-DEFAULT_EPISODES = 100
-DEFAULT_NUM_ENVS = 8
-DEFAULT_SEED = 0
 DEFAULT_REQUEST_TIMEOUT = 300.0  # seconds; the runtime's default env/model limits
 DEFAULT_CONNECT_TIMEOUT = 30.0  # seconds; long enough for a server started just before to come up
 
@@ -56,41 +60,11 @@ def register(subparsers: Any) -> None:
             "numpy callable), 'random', or 'pretrained:NAME' (default: the shipped policy for ENV_ID)"
         ),
     )
-    parser.add_argument(
-        "--episodes",
-        type=int,
-        default=DEFAULT_EPISODES,
-        metavar="K",
-        help=f"episodes to evaluate (default: {DEFAULT_EPISODES})",
-    )
-    parser.add_argument(
-        "--num-envs",
-        type=int,
-        default=DEFAULT_NUM_ENVS,
-        metavar="N",
-        help=f"lanes of the vector env (default: {DEFAULT_NUM_ENVS})",
-    )
-    parser.add_argument(
-        "--seed",
-        type=int,
-        default=DEFAULT_SEED,
-        metavar="S",
-        help=f"base seed of the reset seeds (default: {DEFAULT_SEED})",
-    )
+    add_episode_arguments(parser, episodes_help="episodes to evaluate")
     add_autoreset_argument(parser)
     add_vectorization_argument(parser)
     add_env_package_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
-    parser.add_argument(
-        "--record", default=None, metavar="FILE", help="record the episodes to FILE (msgpack)"
-    )
-    parser.add_argument(
-        "--max-steps",
-        type=int,
-        default=None,
-        metavar="STEPS",
-        help="fail after this many vector steps if the episodes are not done yet (default: no cap)",
-    )
+    add_output_arguments(parser, record_metavar="FILE", record_help="record the episodes to FILE (msgpack)")
     parser.add_argument(
         "--target-ci",
         type=float,
@@ -106,8 +80,7 @@ def register(subparsers: Any) -> None:
         metavar="CAP",
         help="with --target-ci: never use more than CAP episodes, pilot included (default: 100 rounds)",
     )
-    parser.add_argument("--no-progress", action="store_true", help="never show the progress bar")
-    parser.add_argument("--device", default="cpu", help="torch device of the policy (default: cpu)")
+    add_progress_and_device_arguments(parser)
     parser.add_argument(
         "--env-address",
         action="append",
@@ -147,21 +120,15 @@ def register(subparsers: Any) -> None:
         help="with --env-address/--policy-address: how long to wait for each server to answer, e.g. "
         f"one started just before (default: {DEFAULT_CONNECT_TIMEOUT:g})",
     )
-    parser.add_argument(
-        "--allow-pickle",
-        action="store_true",
-        help="allow a --policy file holding a whole pickled module (runs code from the file)",
-    )
-    add_policy_factory_argument(parser)
+    add_policy_loading_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Carry out ``rlmesh-gym eval``; return the exit code."""
-    if args.episodes < 1:
-        return report_error(f"--episodes must be at least 1, got {args.episodes}", 2)
-    if args.num_envs < 1:
-        return report_error(f"--num-envs must be at least 1, got {args.num_envs}", 2)
+    problem = check_episode_arguments(args, min_episodes=1)
+    if problem is not None:
+        return report_error(problem, 2)
     if not args.request_timeout > 0:
         return report_error(
             f"--request-timeout must be a positive number of seconds, got {args.request_timeout}", 2
@@ -170,8 +137,6 @@ def run(args: argparse.Namespace) -> int:
         return report_error(
             f"--connect-timeout must be a positive number of seconds, got {args.connect_timeout}", 2
         )
-    if args.max_steps is not None and args.max_steps < 1:
-        return report_error(f"--max-steps must be at least 1, got {args.max_steps}", 2)
     if args.env_address is not None and args.env_kwargs:
         return report_error("--env-kwargs apply to an env built here, not to one served at --env-address", 2)
     try:
@@ -195,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
             return run_fleet_eval(args, addresses)
         args.env_address = addresses[0]
     if args.env_address is not None or args.policy_address is not None:
-        from rlmesh_gym.cli.serve_command import run_remote_eval
+        from rlmesh_gym.cli._remote_eval import run_remote_eval
 
         return run_remote_eval(args)
     try:
@@ -224,11 +189,7 @@ def run(args: argparse.Namespace) -> int:
             autoreset=args.autoreset,
             vectorization=args.vectorization,
             env_kwargs=env_kwargs or None,
-            progress=not (args.no_progress or args.json),
-            record=args.record,
-            device=args.device,
-            allow_pickle=args.allow_pickle,
-            max_steps=args.max_steps,
+            **run_options(args),
             target_ci=args.target_ci,
             max_episodes=args.max_episodes,
         )

@@ -34,6 +34,20 @@ __all__ = ["RecordedEpisode", "Recording", "RecordingHeader", "RecordingWarning"
 # Observation/action leaves with at most this many elements get one steps_frame column per element.
 _MAX_FLAT_COLUMNS = 16
 _HTML_ROWS = 20
+# The columns of Recording.episode_table; _episode_row fills them.
+EPISODE_TABLE_COLUMNS = (
+    "#",
+    "lane",
+    "episode id",
+    "seed",
+    "return",
+    "length",
+    "term",
+    "trunc",
+    "counted",
+    "steps",
+    "frames",
+)
 _RECORD_FIELDS = frozenset(EpisodeRecord.__dataclass_fields__)
 _SHOWN_LANES = 16
 _INT64_MAX = 2**63 - 1
@@ -338,6 +352,12 @@ class Recording:
             f"incomplete={len(self.incomplete_episodes)}{', partial' if self.partial else ''})"
         )
 
+    def episode_table(self, limit: int | None = None) -> list[tuple[str, ...]]:
+        """The episode table ``rlmesh-gym episodes`` prints and the notebook view shows: the column
+        names, then one row of text cells for each of the first ``limit`` episodes (all by default)."""
+        shown = self.episodes if limit is None else self.episodes[:limit]
+        return [EPISODE_TABLE_COLUMNS, *(_episode_row(index, episode) for index, episode in enumerate(shown))]
+
     def _repr_html_(self) -> str:
         header = self.header
         stats = self.summary()
@@ -362,43 +382,39 @@ class Recording:
             f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
             for k, v in facts
         )
-        head = "".join(
-            f"<th>{h}</th>"
-            for h in (
-                "#",
-                "lane",
-                "episode id",
-                "seed",
-                "return",
-                "length",
-                "term",
-                "trunc",
-                "counted",
-                "frames",
-            )
-        )
-        rows = []
-        for index, episode in enumerate(self.episodes[:_HTML_ROWS]):
-            record = episode.record
-            cells = (
-                index,
-                episode.lane,
-                episode.episode_id[:8],
-                episode.seed,
-                f"{episode.episode_return:g}",
-                episode.length,
-                record.terminated if record else "",
-                record.truncated if record else "",
-                "" if episode.counted is None else episode.counted,
-                0 if episode.frames is None else len(episode.frames),
-            )
-            rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
+        table = self.episode_table(_HTML_ROWS)
+        head = "".join(f"<th>{html.escape(name)}</th>" for name in table[0])
+        rows = [
+            "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in table[1:]
+        ]
         more = len(self.episodes) - _HTML_ROWS
         tail = f"<p>... {more} more episode(s)</p>" if more > 0 else ""
         return (
             f"<div><table><caption>Recording</caption>{facts_html}</table>"
             f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{tail}</div>"
         )
+
+
+def _yes_no(flag: bool | None) -> str:
+    return "-" if flag is None else ("yes" if flag else "no")
+
+
+def _episode_row(index: int, episode: RecordedEpisode) -> tuple[str, ...]:
+    """The cells of ``episode`` (the ``index``-th) under :data:`EPISODE_TABLE_COLUMNS`."""
+    record = episode.record
+    return (
+        str(index),
+        str(episode.lane),
+        episode.episode_id,
+        "-" if episode.seed is None else str(episode.seed),
+        f"{episode.episode_return:g}",
+        str(episode.length),
+        _yes_no(None if record is None else record.terminated),
+        _yes_no(None if record is None else record.truncated),
+        _yes_no(episode.counted),
+        str(len(episode.steps)),
+        str(0 if episode.frames is None else len(episode.frames)),
+    )
 
 
 def load_recording(path: str | os.PathLike[str]) -> Recording:

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from rlmesh_gym.serve._deadline import wait_within
 from rlmesh_gym.serve._grpc_errors import connect_error, describe_finished_call, describe_rpc_error
 from rlmesh_gym.serve.auth import call_metadata, validate_token
 from rlmesh_gym.serve.endpoint import channel_options, check_timeout, format_address, parse_address
@@ -59,7 +60,7 @@ async def handshake(
 ) -> tuple[Any, Any]:
     """Wait for the server, handshake, and check the answer; the stub and the ``HandshakeResponse``."""
     try:
-        await asyncio.wait_for(channel.channel_ready(), timeout)
+        await wait_within(channel.channel_ready(), timeout)
     except asyncio.TimeoutError:
         raise PeerUnavailableError(
             peer.address, f"no server answered within {timeout:g}s (is the {role} server running?)"
@@ -121,7 +122,7 @@ async def open_join_stream(
         stub, response = await handshake(channel, peer, role, stub_type, connect_timeout)
         call = stub.Join(metadata=peer.metadata)
         try:
-            await asyncio.wait_for(call.initial_metadata(), connect_timeout)
+            await wait_within(call.initial_metadata(), connect_timeout)
         except asyncio.TimeoutError:
             raise PeerUnavailableError(
                 peer.address, f"the {role} server did not open the Join stream within {connect_timeout:g}s"

@@ -33,6 +33,7 @@ import grpc
 from rlmesh_gym.proto import env_pb2, env_pb2_grpc
 from rlmesh_gym.runtime.errors import EnvRpcError
 from rlmesh_gym.runtime.seams import RuntimeEnv, RuntimeEnvReset, RuntimeEnvStep
+from rlmesh_gym.serve._deadline import wait_within
 from rlmesh_gym.serve._grpc_errors import describe_rpc_error, error_code_name
 from rlmesh_gym.serve._peer_session import JoinStream, PeerSession, PeerTarget, handshake, open_join_stream
 from rlmesh_gym.serve.endpoint import DEFAULT_MAX_MESSAGE_BYTES, channel_options, check_timeout
@@ -151,9 +152,9 @@ class RemoteEnv(PeerSession, RuntimeEnv):
         try:
             if self._broken is None:
                 request = env_pb2.JoinRequest(close=env_pb2.CloseRequest(reason=reason))
-                response = await asyncio.wait_for(self._exchange("env.close", self._steps, request), timeout)
+                response = await wait_within(self._exchange("env.close", self._steps, request), timeout)
                 self.final_episodes = list(response.close.final_episodes)
-                await asyncio.wait_for(self._finish_stream(), timeout)
+                await wait_within(self._finish_stream(), timeout)
         except asyncio.TimeoutError:
             raise EnvRpcError(
                 "env.close", self._steps, f"the env server did not answer Close within {timeout:g}s"
@@ -174,9 +175,7 @@ class RemoteEnv(PeerSession, RuntimeEnv):
             response = await self._exchange(operation, step, request)
         else:
             try:
-                response = await asyncio.wait_for(
-                    self._exchange(operation, step, request), self._request_timeout
-                )
+                response = await wait_within(self._exchange(operation, step, request), self._request_timeout)
             except asyncio.TimeoutError:
                 # Cancelling the read cancelled the stream: the session cannot be resumed.
                 self._broken = (

@@ -34,6 +34,7 @@ import grpc
 from rlmesh_gym.proto import env_pb2, model_pb2, model_pb2_grpc
 from rlmesh_gym.runtime.errors import ModelRpcError
 from rlmesh_gym.runtime.seams import RuntimeModel, RuntimeModelPrediction
+from rlmesh_gym.serve._deadline import wait_within
 from rlmesh_gym.serve._grpc_errors import describe_rpc_error, error_code_name
 from rlmesh_gym.serve._peer_session import JoinStream, PeerSession, open_join_stream
 from rlmesh_gym.serve.endpoint import DEFAULT_MAX_MESSAGE_BYTES
@@ -186,7 +187,7 @@ class RemoteModel(PeerSession, RuntimeModel):
             request_id=request.context.request_id or f"rlmesh-gym:close_route:{next(self._ids)}",
         )
         try:
-            await asyncio.wait_for(self._request(join, "close_route"), timeout)
+            await wait_within(self._request(join, "close_route"), timeout)
         except asyncio.TimeoutError:
             raise ModelRpcError(
                 self.component_id, f"the model server did not answer CloseRoute within {timeout:g}s"
@@ -206,9 +207,9 @@ class RemoteModel(PeerSession, RuntimeModel):
                     request_id=f"rlmesh-gym:close:{next(self._ids)}",
                 )
                 try:
-                    await asyncio.wait_for(self._request(request, "close"), timeout)
-                    await asyncio.wait_for(self._call.done_writing(), timeout)
-                    await asyncio.wait_for(asyncio.shield(self._reader), timeout)
+                    await wait_within(self._request(request, "close"), timeout)
+                    await wait_within(self._call.done_writing(), timeout)
+                    await wait_within(asyncio.shield(self._reader), timeout)
                 except asyncio.TimeoutError:
                     raise ModelRpcError(
                         self.component_id, f"the model server did not answer Close within {timeout:g}s"
@@ -254,7 +255,7 @@ class RemoteModel(PeerSession, RuntimeModel):
                 response = await reply
             else:
                 try:
-                    response = await asyncio.wait_for(asyncio.shield(reply), self._request_timeout)
+                    response = await wait_within(asyncio.shield(reply), self._request_timeout)
                 except asyncio.TimeoutError:
                     raise ModelRpcError(
                         self.component_id,

@@ -19,6 +19,7 @@ def test_compare_is_registered():
     assert "compare" in build_parser().format_help()
 
 
+@pytest.mark.torch
 def test_compare_prints_the_policies_and_the_pair(capsys):
     code, out, err = run_cli(
         capsys,
@@ -84,7 +85,7 @@ def test_compare_json_pairs_identical_policies_exactly(capsys):
         (["--policy", "random", "--policy", "random"], "'random' given twice"),
         (["--policy", "random", "--policy", "=random"], "expected POLICY or NAME=POLICY"),
         (["--policy", "random", "--policy", "x=random", "--episodes", "1"], "--episodes must be at least 2"),
-        (["--policy", "random", "--policy", "pretrained:cartpole", "--env", "x"], None),
+        (["--policy", "random", "--policy", "pretrained:cartpole", "--render"], None),
     ],
 )
 def test_compare_bad_input_exits_2_with_one_line(capsys, argv, message):
@@ -98,6 +99,7 @@ def test_compare_bad_input_exits_2_with_one_line(capsys, argv, message):
     assert err.startswith("rlmesh-gym: error: ") and message in err and "Traceback" not in err
 
 
+@pytest.mark.torch
 def test_compare_policy_that_does_not_fit_exits_2(capsys):
     code, _, err = run_cli(
         capsys,
@@ -149,3 +151,53 @@ def test_eval_shows_intervals_and_target_ci(capsys):
 
     code, _, err = run_cli(capsys, "eval", "CartPole-v1", "--policy", "random", "--target-ci", "-1")
     assert code == 2 and "target_ci must be a positive number" in err
+
+
+def test_compare_builds_the_env_with_env_kwargs_and_import(capsys, tmp_path, monkeypatch):
+    (tmp_path / "compare_envs.py").write_text(
+        "import gymnasium\n"
+        "gymnasium.register('ShortCartCompare-v0', entry_point='gymnasium.envs.classic_control:CartPoleEnv', "
+        "max_episode_steps=500)\n"
+    )
+    monkeypatch.chdir(tmp_path)  # `--import MODULE` finds modules in the working directory
+    code, out, err = run_cli(
+        capsys,
+        *(
+            "compare",
+            "ShortCartCompare-v0",
+            "--import",
+            "compare_envs",
+            "--env-kwargs",
+            "max_episode_steps=5",
+        ),
+        *("--policy", "random", "--policy", "again=random", "--episodes", "4", "--num-envs", "2", "--json"),
+    )
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["env_id"] == "ShortCartCompare-v0"
+    for result in data["results"].values():  # CartPole cannot fall within 5 steps: all are cut there
+        assert (result["summary"]["min_return"], result["summary"]["max_return"]) == (5.0, 5.0)
+
+
+def test_compare_records_each_policy_with_the_env_kwargs(capsys, tmp_path):
+    from rlmesh_gym.recording import load_recording
+
+    code, out, err = run_cli(
+        capsys,
+        *("compare", "CartPole-v1", "--policy", "random", "--policy", "again=random", "--episodes", "2"),
+        *("--env-kwargs", "max_episode_steps=7", "--record", str(tmp_path / "runs"), "--no-progress"),
+    )
+    assert code == 0, err
+    recordings = sorted((tmp_path / "runs").iterdir())
+    assert len(recordings) == 2
+    for path in recordings:
+        recording = load_recording(path)
+        assert recording.header.env_kwargs == {"max_episode_steps": 7}
+        assert max(episode.length for episode in recording.episodes) <= 7
+
+
+def test_compare_env_kwargs_errors_name_the_flag(capsys):
+    code, _, err = run_cli(
+        capsys, "compare", "CartPole-v1", "--policy", "random", "--policy", "b=random", "--env-kwargs", "[1]"
+    )
+    assert code == 2 and "--env-kwargs '[1]' is a JSON array, not a JSON object" in err

@@ -14,6 +14,8 @@ import torch
 from rlmesh_gym.cli import build_parser, main
 from rlmesh_gym.policies.pretrained import load_pretrained
 
+pytestmark = pytest.mark.torch  # (tests/conftest.py)
+
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))

@@ -18,6 +18,8 @@ from rlmesh_gym.evaluation import evaluate
 from rlmesh_gym.policies import TorchPolicy
 from rlmesh_gym.policies.pretrained import MLPPolicy, load_pretrained
 
+pytestmark = pytest.mark.torch  # (tests/conftest.py)
+
 CONSOLE_SCRIPT = Path(sys.executable).parent / "rlmesh-gym"
 FACTORY = "rlmesh_gym.policies.pretrained:MLPPolicy"
 
@@ -87,6 +89,31 @@ def test_policy_factory_loads_a_state_dict_checkpoint_into_the_named_module(caps
     shipped = evaluate("CartPole-v1", "pretrained:cartpole", episodes=4, num_envs=2, seed=0, progress=False)
     assert result["policy"] == str(state_dict_file)  # the summary names the file it loaded
     assert episode_rows(result["episodes"]) == episode_rows(shipped.to_dict()["episodes"])
+
+
+def test_compare_loads_every_state_dict_file_into_the_policy_factory(capsys, state_dict_file):
+    code, out, err = run_cli(
+        capsys,
+        *(
+            "compare",
+            "CartPole-v1",
+            "--policy",
+            f"first={state_dict_file}",
+            "--policy",
+            f"second={state_dict_file}",
+        ),
+        *("--policy-factory", FACTORY, "--episodes", "4", "--num-envs", "2", "--json"),
+    )
+    assert code == 0, err
+    rows = json.loads(out)["episodes"]
+    # Both are the shipped CartPole actor, which balances every episode to the 500-step limit.
+    assert [(row["returns"]["first"], row["returns"]["second"]) for row in rows] == [(500.0, 500.0)] * 4
+    code, _, err = run_cli(
+        capsys,
+        *("compare", "CartPole-v1", "--policy", f"file={state_dict_file}", "--policy", "random"),
+        *("--policy-factory", FACTORY, "--no-progress"),
+    )
+    assert code == 2 and err.startswith("rlmesh-gym: error: --policy 'random' with --policy-factory: ")
 
 
 def test_policy_factory_errors_name_what_was_wrong(capsys, state_dict_file):

@@ -20,6 +20,8 @@ from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.runtime import RuntimeHooks
 from rlmesh_gym.runtime.events import EpisodeCompletedEvent, StepCompletedEvent
 
+pytestmark = pytest.mark.torch  # (tests/conftest.py)
+
 MODES = ("next_step", "same_step", "disabled")
 
 

@@ -26,6 +26,7 @@ def _counted_seeds(recording, quotas):
     return seeds
 
 
+@pytest.mark.torch
 def test_policies_play_identical_seeds_episode_by_episode(tmp_path):
     # The shipped policy balances for 500 steps, random falls within ~20: the lanes finish at
     # very different times, which would shift the driver's reset generations between policies.
@@ -76,6 +77,7 @@ def test_identical_policies_differ_by_exactly_zero_with_a_degenerate_interval():
     assert comparison.results["a"].returns == comparison.results["b"].returns
 
 
+@pytest.mark.notebook
 def test_three_policies_give_every_pair_and_the_exports():
     weak = lambda obs: np.zeros(len(obs), dtype=np.int64)  # noqa: E731 - always push left
     comparison = compare(

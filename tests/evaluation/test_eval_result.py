@@ -138,6 +138,7 @@ def test_frame_dtypes_cover_every_record_field():
     assert [*_FRAME_DTYPES, *_FLEET_DTYPES] == list(EpisodeRecord.__dataclass_fields__)
 
 
+@pytest.mark.notebook
 def test_a_fleet_result_adds_server_columns_and_entries_and_a_single_env_result_does_not():
     import dataclasses
 
@@ -160,6 +161,7 @@ def test_a_fleet_result_adds_server_columns_and_entries_and_a_single_env_result_
     assert "server 10.0.0.1:50051" in str(fleet) and "reassigned" in str(fleet)
 
 
+@pytest.mark.notebook
 def test_to_pandas_has_one_row_per_episode_with_record_columns():
     frame = _result(RECORDS).to_pandas()
     assert list(frame.columns) == list(EpisodeRecord.__dataclass_fields__)[:-2]  # no server columns

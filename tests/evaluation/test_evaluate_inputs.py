@@ -21,6 +21,8 @@ from rlmesh_gym.policies import CallablePolicy
 from rlmesh_gym.policies.pretrained import load_pretrained
 from rlmesh_gym.runtime import RuntimeHooks
 
+pytestmark = pytest.mark.torch  # (tests/conftest.py)
+
 
 @pytest.fixture(autouse=True, scope="module")
 def _registered():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gymnasium  # noqa: E402
 import numpy as np
 import pytest
 
@@ -10,9 +11,7 @@ from rlmesh_gym.policies import CallablePolicy, RandomPolicy, TorchPolicy
 from rlmesh_gym.policies.resolve import resolve_policy, shipped_policy
 from rlmesh_gym.spaces import space_spec
 
-pytest.importorskip("gymnasium")
-
-import gymnasium  # noqa: E402
+pytestmark = pytest.mark.torch  # (tests/conftest.py)
 
 _OPTIONS = dict(seed=3, device="cpu", deterministic=True)
 

@@ -7,8 +7,17 @@ import pytest
 
 import rlmesh_gym
 
+_TORCH_EXPORTS = ("TorchPolicy", "load_pretrained")  # resolving them imports torch
 
-@pytest.mark.parametrize("name", [n for n in rlmesh_gym.__all__ if n != "__version__"])
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=pytest.mark.torch) if name in _TORCH_EXPORTS else name
+        for name in rlmesh_gym.__all__
+        if name != "__version__"
+    ],
+)
 def test_every_exported_name_resolves(name):
     assert getattr(rlmesh_gym, name) is getattr(sys.modules[rlmesh_gym._EXPORTS[name]], name)
 

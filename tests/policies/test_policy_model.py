@@ -26,6 +26,8 @@ CONTRACT = env_pb2.EnvContract(
     num_envs=2,
     autoreset_mode=env_pb2.AUTORESET_MODE_NEXT_STEP,
 )
+
+pytestmark = pytest.mark.torch  # (tests/conftest.py)
 OBS_BYTES = observe(OBS, np.array([[0.5, -0.5], [0.0, 1.0]], dtype=np.float32), 2)
 
 

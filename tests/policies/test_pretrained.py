@@ -15,6 +15,8 @@ import torch
 
 from rlmesh_gym.policies.pretrained import PRETRAINED, MLPPolicy, load_pretrained
 
+pytestmark = pytest.mark.torch  # (tests/conftest.py)
+
 NUM_LANES = 20
 EPISODES_PER_LANE = 5  # 100 episodes in total
 

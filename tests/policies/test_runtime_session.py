@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
@@ -13,6 +14,8 @@ from rlmesh_gym.policies import RandomPolicy, TorchPolicy
 from rlmesh_gym.runtime import RuntimeDriver, RuntimeHooks, RuntimeSessionSpec
 from rlmesh_gym.runtime.events import ActionReceivedEvent, EpisodeCompletedEvent, ObservationEmittedEvent
 from rlmesh_gym.spaces import SpaceCodec
+
+pytestmark = pytest.mark.torch  # (tests/conftest.py)
 
 LANES = 4
 EPISODES = 6

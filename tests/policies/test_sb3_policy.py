@@ -10,14 +10,14 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+from stable_baselines3 import PPO
 
-pytest.importorskip("stable_baselines3")
-from stable_baselines3 import PPO  # noqa: E402
+from rlmesh_gym.cli import main
+from rlmesh_gym.evaluation import evaluate
+from rlmesh_gym.policies import SB3Policy
+from rlmesh_gym.spaces import space_spec
 
-from rlmesh_gym.cli import main  # noqa: E402
-from rlmesh_gym.evaluation import evaluate  # noqa: E402
-from rlmesh_gym.policies import SB3Policy  # noqa: E402
-from rlmesh_gym.spaces import space_spec  # noqa: E402
+pytestmark = pytest.mark.sb3  # (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

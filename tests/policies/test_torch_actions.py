@@ -21,6 +21,8 @@ from torch.distributions.transforms import TanhTransform
 from rlmesh_gym.policies import TorchPolicy
 from rlmesh_gym.runtime import ModelRpcError
 
+pytestmark = pytest.mark.torch  # (tests/conftest.py)
+
 OBS = gym.spaces.Box(-10.0, 10.0, (2,), np.float32)
 ROWS = 3
 OBS_BYTES = observe(OBS, np.arange(ROWS * 2, dtype=np.float32).reshape(ROWS, 2), ROWS)

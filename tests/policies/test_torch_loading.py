@@ -24,7 +24,10 @@ BATCH = np.random.default_rng(0).normal(size=(16, 4)).astype(np.float32)
 OBS_BYTES = observe(OBS, BATCH, 16)
 
 # torch 2.13 deprecates torch.jit; the archives are still the format this loader reads.
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.*` is deprecated:DeprecationWarning")
+pytestmark = [
+    pytest.mark.torch,
+    pytest.mark.filterwarnings("ignore:`torch.jit.*` is deprecated:DeprecationWarning"),
+]
 
 
 class Net(nn.Module):

@@ -16,6 +16,8 @@ from rlmesh_gym.policies import TorchPolicy
 from rlmesh_gym.policies.torch_policy import _tensor_from_array
 from rlmesh_gym.proto import spaces_pb2
 
+pytestmark = pytest.mark.torch  # (tests/conftest.py)
+
 ACTION = gym.spaces.Discrete(2)
 
 

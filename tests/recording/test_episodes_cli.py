@@ -94,6 +94,22 @@ def test_errors_are_one_line_with_exit_code_2(tmp_path, capsys):
     assert "--limit must be at least 0, got -1" in capsys.readouterr().err
 
 
+def test_the_command_line_and_the_notebook_show_the_same_episode_table(rec_path, capsys):
+    recording = _record(rec_path)
+    assert main(["episodes", str(rec_path), "--limit", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    table = recording.episode_table(2)
+    assert len(table) == 3 and table[0][:2] == ("#", "lane")
+    start = lines.index(next(line for line in lines if line.lstrip().startswith("#  lane")))
+    assert [line.split() for line in lines[start : start + 3]] == [
+        " ".join(row).split() for row in table
+    ]  # "episode id" is one heading, two words
+    html = recording._repr_html_()
+    assert "".join(f"<th>{name}</th>" for name in table[0]) in html
+    for row in recording.episode_table()[1:]:
+        assert "".join(f"<td>{cell}</td>" for cell in row) in html
+
+
 def test_episodes_prints_the_env_kwargs_replay_uses(rec_path, capsys):
     space = SPACES["discrete"]
     env, _ = make_env(space, num_envs=1, autoreset="disabled")

@@ -138,6 +138,7 @@ def test_evaluate_refuses_bad_recording_options_before_running(rec_path, tmp_pat
         evaluate("CartPole-v1", "random", episodes=2, num_envs=2, record=tmp_path / "missing-dir" / "run.rec")
 
 
+@pytest.mark.notebook
 def test_each_recorded_episode_says_whether_the_evaluation_counted_it(rec_path):
     # Quotas (1, 2): lane 0 meets its quota first and keeps running, so it records uncounted episodes.
     result = evaluate(

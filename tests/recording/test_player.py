@@ -16,6 +16,8 @@ from rlmesh_gym.cli import main
 from rlmesh_gym.recording import EpisodeRecorder, RecordedEpisode, RecordingWarning, load_recording, play
 from rlmesh_gym.recording._player_data import episode_payload, leaf_value
 
+pytestmark = pytest.mark.notebook  # (tests/conftest.py)
+
 
 def _frames_episode(recording):
     return next(index for index, e in enumerate(recording.episodes) if e.frames is not None)

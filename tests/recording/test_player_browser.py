@@ -16,7 +16,7 @@ import pytest
 
 from rlmesh_gym.recording import load_recording
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.selenium, pytest.mark.timeout(180)]
 
 
 def _browser_paths() -> tuple[str, str]:
@@ -33,8 +33,6 @@ def _browser_paths() -> tuple[str, str]:
 
 @pytest.fixture
 def browser():
-    # selenium is a dev tool of the main venv; the other Python versions' lean venvs lack it.
-    pytest.importorskip("selenium", reason="selenium is installed in the main venv only (make test)")
     chromium, driver_path = _browser_paths()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service

@@ -145,6 +145,7 @@ def test_header_holds_env_contract_seed_and_options(rec_path):
     assert header.lanes == (0, 1)
 
 
+@pytest.mark.notebook
 def test_counted_is_stored_per_episode_and_version_1_files_still_read(rec_path, tmp_path):
     space = SPACES["box"]
     env, _ = make_env(space, num_envs=2, autoreset="disabled")

@@ -7,6 +7,7 @@ import json
 import socket
 
 import gymnasium as gym
+import pytest
 import rlmesh
 from _serve_fakes import CountingEnv, run
 
@@ -16,6 +17,8 @@ from rlmesh_gym.evaluation import evaluate
 from rlmesh_gym.policies import TorchPolicy
 from rlmesh_gym.policies.pretrained import load_pretrained
 from rlmesh_gym.serve import EnvServer, ModelServer
+
+pytestmark = pytest.mark.torch  # (tests/conftest.py)
 
 
 def eval_json(argv: list[str], capsys) -> tuple[int, dict | None, str]:

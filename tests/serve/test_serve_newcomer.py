@@ -15,6 +15,8 @@ from rlmesh_gym.policies import TorchPolicy
 from rlmesh_gym.policies.pretrained import load_pretrained
 from rlmesh_gym.serve import AuthenticationError, EnvServer, InsecureBindWarning, ModelServer, RemoteEnv
 
+pytestmark = pytest.mark.torch  # (tests/conftest.py)
+
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))

@@ -1,0 +1,88 @@
+"""The options ``eval`` and ``compare`` share, defined once: how many episodes run on how many
+lanes from which seed, what is printed or recorded, and how long a run may take."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+__all__ = [
+    "DEFAULT_EPISODES",
+    "DEFAULT_NUM_ENVS",
+    "DEFAULT_SEED",
+    "add_episode_arguments",
+    "add_output_arguments",
+    "add_progress_and_device_arguments",
+    "check_episode_arguments",
+    "run_options",
+]
+
+DEFAULT_EPISODES = 100
+DEFAULT_NUM_ENVS = 8
+DEFAULT_SEED = 0
+
+
+def add_episode_arguments(parser: argparse.ArgumentParser, *, episodes_help: str) -> None:
+    """``--episodes K``, ``--num-envs N`` and ``--seed S``."""
+    parser.add_argument(
+        "--episodes",
+        type=int,
+        default=DEFAULT_EPISODES,
+        metavar="K",
+        help=f"{episodes_help} (default: {DEFAULT_EPISODES})",
+    )
+    parser.add_argument(
+        "--num-envs",
+        type=int,
+        default=DEFAULT_NUM_ENVS,
+        metavar="N",
+        help=f"lanes of the vector env (default: {DEFAULT_NUM_ENVS})",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=DEFAULT_SEED,
+        metavar="S",
+        help=f"base seed of the episodes' reset seeds (default: {DEFAULT_SEED})",
+    )
+
+
+def add_output_arguments(parser: argparse.ArgumentParser, *, record_metavar: str, record_help: str) -> None:
+    """``--json``, ``--record`` and ``--max-steps``."""
+    parser.add_argument("--json", action="store_true", help="print the result as JSON instead of tables")
+    parser.add_argument("--record", default=None, metavar=record_metavar, help=record_help)
+    parser.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        metavar="STEPS",
+        help="fail a run after this many vector steps if its episodes are not done yet (default: no cap)",
+    )
+
+
+def add_progress_and_device_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--no-progress`` and ``--device``."""
+    parser.add_argument("--no-progress", action="store_true", help="never show progress bars")
+    parser.add_argument("--device", default="cpu", help="torch device of the policies (default: cpu)")
+
+
+def check_episode_arguments(args: argparse.Namespace, *, min_episodes: int, why: str = "") -> str | None:
+    """What is wrong with ``--episodes``, ``--num-envs`` or ``--max-steps``, or ``None``."""
+    if args.episodes < min_episodes:
+        return f"--episodes must be at least {min_episodes}{why}, got {args.episodes}"
+    if args.num_envs < 1:
+        return f"--num-envs must be at least 1, got {args.num_envs}"
+    if args.max_steps is not None and args.max_steps < 1:
+        return f"--max-steps must be at least 1, got {args.max_steps}"
+    return None
+
+
+def run_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of ``evaluate()``/``compare()`` these options (and ``--allow-pickle``) give."""
+    return {
+        "progress": not (args.no_progress or args.json),
+        "record": args.record,
+        "device": args.device,
+        "allow_pickle": args.allow_pickle,
+        "max_steps": args.max_steps,
+    }
