@@ -100,4 +100,3 @@ async def _close_peers(model: Any, env: Any, owned_env: bool) -> None:
     finally:
         if env is not None and (owned_env or not env.closed):
             await env.close(5.0)
-
