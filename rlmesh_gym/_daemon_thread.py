@@ -23,6 +23,8 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
 
+from rlmesh_gym._deadline import wait_within
+
 __all__ = ["DaemonThreadExecutor", "wait_for_call"]
 
 
@@ -119,8 +121,7 @@ async def wait_for_call(future: asyncio.Future[Any], timeout: float | None) -> A
 
     Cancelling the waiter or timing out leaves the call running.
     """
-    waiter = asyncio.shield(future)
-    return await (waiter if timeout is None else asyncio.wait_for(waiter, timeout))
+    return await wait_within(asyncio.shield(future), timeout)
 
 
 async def _invoke(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

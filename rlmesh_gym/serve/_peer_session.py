@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from rlmesh_gym.serve._deadline import wait_within
+from rlmesh_gym._deadline import wait_within
 from rlmesh_gym.serve._grpc_errors import connect_error, describe_finished_call, describe_rpc_error
 from rlmesh_gym.serve.auth import call_metadata, validate_token
 from rlmesh_gym.serve.endpoint import channel_options, check_timeout, format_address, parse_address

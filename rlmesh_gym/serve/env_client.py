@@ -30,10 +30,10 @@ import asyncio
 
 import grpc
 
+from rlmesh_gym._deadline import wait_within
 from rlmesh_gym.proto import env_pb2, env_pb2_grpc
 from rlmesh_gym.runtime.errors import EnvRpcError
 from rlmesh_gym.runtime.seams import RuntimeEnv, RuntimeEnvReset, RuntimeEnvStep
-from rlmesh_gym.serve._deadline import wait_within
 from rlmesh_gym.serve._grpc_errors import describe_rpc_error, error_code_name
 from rlmesh_gym.serve._peer_session import JoinStream, PeerSession, PeerTarget, handshake, open_join_stream
 from rlmesh_gym.serve.endpoint import DEFAULT_MAX_MESSAGE_BYTES, channel_options, check_timeout

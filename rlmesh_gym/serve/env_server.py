@@ -51,6 +51,7 @@ import grpc
 import numpy as np
 
 from rlmesh_gym._daemon_thread import wait_for_call
+from rlmesh_gym._deadline import wait_within
 from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.runtime.errors import EnvRpcError, OperationTimeoutError
 from rlmesh_gym.runtime.seams import (
@@ -204,7 +205,7 @@ class EnvServer(ServerLifecycle):
         if self._idle is None:
             self._idle = asyncio.Event()
         try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
+            await wait_within(self._idle.wait(), timeout)
         except asyncio.TimeoutError:
             return False
         return True

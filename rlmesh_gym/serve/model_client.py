@@ -31,10 +31,10 @@ from itertools import count
 
 import grpc
 
+from rlmesh_gym._deadline import wait_within
 from rlmesh_gym.proto import env_pb2, model_pb2, model_pb2_grpc
 from rlmesh_gym.runtime.errors import ModelRpcError
 from rlmesh_gym.runtime.seams import RuntimeModel, RuntimeModelPrediction
-from rlmesh_gym.serve._deadline import wait_within
 from rlmesh_gym.serve._grpc_errors import describe_rpc_error, error_code_name
 from rlmesh_gym.serve._peer_session import JoinStream, PeerSession, open_join_stream
 from rlmesh_gym.serve.endpoint import DEFAULT_MAX_MESSAGE_BYTES

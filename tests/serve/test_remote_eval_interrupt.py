@@ -19,7 +19,7 @@ import time
 import pytest
 from _served import Served
 
-from rlmesh_gym.serve._deadline import _within_task, wait_within
+from rlmesh_gym._deadline import _within_task, wait_within
 
 EVAL = [sys.executable, "-m", "rlmesh_gym", "eval", "--env-address"]
 # Far above a clean shutdown (a bounded Close of 5 s at most), far below a lost interrupt.
