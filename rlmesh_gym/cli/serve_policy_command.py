@@ -85,8 +85,9 @@ def run(args: argparse.Namespace) -> int:
     async def serve() -> None:
         bound = "spaces from each route's contract"
         contract = None
+        served = model
         if args.env_id is not None:
-            contract = await _policy_checked_in_env(model, args.policy, args.env_id)
+            contract, served = await _policy_checked_in_env(model, args.policy, args.env_id)
             bound = f"bound to {args.env_id}"
         elif args.contract_from is not None:
             from rlmesh_gym.serve import fetch_contract
@@ -96,37 +97,45 @@ def run(args: argparse.Namespace) -> int:
             )
             bound = f"bound to {contract.id} from {args.contract_from}"
         if contract is not None and args.env_id is None:
-            bind = getattr(model, "bind", None)
-            if bind is None:
-                raise ValueError(f"policy {args.policy!r} has no bind(contract); serve it without --env-id")
-            bind(contract)
+            served = _bound(model, contract, args.policy, "--contract-from")
         banner = (
             f"serving policy {args.policy} ({bound}, edition pin {args.edition_pin}, "
             f"token {'on' if options['token'] else 'off'})"
         )
-        await serve_until_stopped(ModelServer(model, **options), banner)
+        await serve_until_stopped(ModelServer(served, **options), banner)
 
     return run_server(serve)
 
 
-async def _policy_checked_in_env(model: Any, policy: str, env_id: str) -> Any:
+def _bound(model: Any, contract: Any, policy: str, flag: str) -> Any:
+    """``model`` bound to ``contract``'s spaces (``bind`` configures it in place or returns the
+    bound model); ValueError when it has no ``bind``, naming ``flag``, which needs one."""
+    from rlmesh_gym.runtime.seams import BindableModel
+
+    if not isinstance(model, BindableModel):
+        raise ValueError(f"policy {policy!r} has no bind(contract); serve it without {flag}")
+    bound = model.bind(contract)
+    return model if bound is None else bound
+
+
+async def _policy_checked_in_env(model: Any, policy: str, env_id: str) -> tuple[Any, Any]:
     """Bind ``model`` to ``env_id``'s spaces and let it act once on a real first observation.
 
     Binding alone only checks that the spaces can be encoded; a policy built for another env
     (CartPole's network on MountainCar's observations) fails only when it acts. Returns the
-    env's contract; ValueError names the policy, the env and what failed.
+    env's contract and the bound model; ValueError names the policy, the env and what failed.
     """
     from rlmesh_gym.envs.resolve import make_env
     from rlmesh_gym.proto import env_pb2, model_pb2
+    from rlmesh_gym.runtime.seams import BindableModel
 
     env = make_env(env_id, num_envs=1)
     try:
         contract = env.contract
-        bind = getattr(model, "bind", None)
-        if bind is None:
+        if not isinstance(model, BindableModel):
             raise ValueError(f"policy {policy!r} has no bind(contract); serve it without --env-id")
         try:
-            bind(contract)
+            model = _bound(model, contract, policy, "--env-id")
             reset = await env.reset(env_pb2.ResetRequest(seeds=[0]))
             request = model_pb2.PredictRequest(
                 context=model_pb2.PredictContext(
@@ -144,7 +153,7 @@ async def _policy_checked_in_env(model: Any, policy: str, env_id: str) -> Any:
                 f"policy {policy!r} cannot act in {env_id}: {error} (serve a policy built for {env_id}'s "
                 "spaces)"
             ) from error
-        return contract
+        return contract, model
     finally:
         await env.close(5.0)
 

@@ -290,13 +290,13 @@ class ModelServer(ServerLifecycle):
                 # Never true: only a model with bind() is bound (see the caller).
                 if not isinstance(model, BindableModel):
                     raise TypeError(f"{type(model).__name__} has no bind() method")
-                await self._calls.call(model.bind, contract)
+                bound = await self._calls.call(model.bind, contract)
             except Exception as error:
                 raise _RequestFailed(
                     _INVALID_REQUEST,
                     f"configure_route: the model cannot act in this env: {type(error).__name__}: {error}",
                 ) from error
-        self._model = model
+        self._model = model if bound is None else bound  # bind may configure in place or return the model
         self._bound_spaces = spaces
 
     async def _predict(

@@ -55,6 +55,36 @@ def test_predict_configures_the_bound_route_and_echoes_the_context(no_leaked_thr
     assert model.closed_routes == [("s", "r", "client closed the session")]
 
 
+class _UnboundFactory:
+    """An unbound model whose bind returns the bound model (the other form BindableModel allows)."""
+
+    def __init__(self) -> None:
+        self.bound_models: list[FirstActionModel] = []
+
+    def bind(self, contract):
+        bound = FirstActionModel()
+        bound.bind(contract)
+        self.bound_models.append(bound)
+        return bound
+
+    async def predict(self, request):
+        raise AssertionError("the unbound model must never predict")
+
+
+def test_a_bind_that_returns_the_bound_model_serves_that_model(no_leaked_threads):
+    async def scenario():
+        factory = _UnboundFactory()
+        async with ModelServer(factory) as server:
+            remote = await RemoteModel.connect(server.address, contract=contract(num_envs=2))
+            prediction = await remote.predict(predict_request([[1, 0], [2, 0]]))
+            await remote.close()
+        return factory, prediction
+
+    factory, prediction = run(scenario())
+    assert np.frombuffer(prediction.response.action.bytes.data, np.int64).tolist() == [1, 0]
+    assert [model.predicts for model in factory.bound_models] == [1]
+
+
 def test_predict_before_any_contract_is_a_clear_error():
     async def scenario():
         async with ModelServer(FirstActionModel()) as server:
