@@ -9,6 +9,7 @@ import contextlib
 import os
 from typing import Any
 
+from rlmesh_gym.cli._env_arguments import env_kwargs_of
 from rlmesh_gym.cli._evaluation_arguments import run_options
 from rlmesh_gym.cli._policy_arguments import policy_from_arguments
 from rlmesh_gym.cli._report import report_run_failure
@@ -57,6 +58,7 @@ async def _remote_eval(args: argparse.Namespace) -> Any:
                 num_envs=args.num_envs,
                 autoreset=args.autoreset,
                 vectorization=args.vectorization,
+                env_kwargs=env_kwargs_of(args) or None,
             )
             owned_env = True
         if args.policy_address is not None:

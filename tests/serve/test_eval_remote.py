@@ -79,6 +79,22 @@ def test_eval_policy_address_serves_the_actions(capsys, no_leaked_threads):
     assert episode_rows(result) == local_rows(local)
 
 
+def test_eval_policy_address_builds_the_local_env_with_the_env_kwargs(capsys, no_leaked_threads):
+    async def scenario():
+        async with ModelServer(TorchPolicy(load_pretrained("cartpole"))) as server:
+            return await asyncio.to_thread(
+                eval_json,
+                ["CartPole-v1", "--policy-address", server.address, "--episodes", "2"]
+                + ["--env-kwargs", "max_episode_steps=7"],
+                capsys,
+            )
+
+    code, result, err = run(scenario(), timeout=60)
+    assert code == 0, err
+    # The shipped policy balances for 500 steps: only the kwarg ends its episodes at 7.
+    assert [episode["length"] for episode in result["episodes"]] == [7, 7]
+
+
 def test_eval_with_both_peers_remote_against_rlmesh_env_server(capsys, no_leaked_threads):
     async def scenario():
         upstream = rlmesh.EnvServer(gym.make("CartPole-v1"), "127.0.0.1:0")
