@@ -298,9 +298,11 @@ class _Fleet:
         from rlmesh_gym.envs.resolve import ResolvedEnv  # loads gymnasium, so only when a fleet runs
 
         evaluations: list[tuple[_Server, SessionEvaluation, Any]] = []
+        models: list[Any] = []  # every model connected, even one whose session was never built
         try:
             for server, env, quotas in plan:
                 model = await self._model(env)
+                models.append(model)
                 route = fleet_route_id(server.index, server.num_envs, round_)
                 server.route_ids.append(route)
                 record = self._part_record(server, round_, parts)
@@ -328,7 +330,7 @@ class _Fleet:
         except BaseException:
             # Nothing ran yet: close every env of the round and every model connected so far.
             await _close_all([env for _, env, _ in plan])
-            await _close_models([model for _, _, model in evaluations], self.policy_address)
+            await _close_models(models, self.policy_address)
             raise
         self.running = [evaluation for _, evaluation, _ in evaluations]
         if self.interrupted:  # Ctrl+C while connecting: the sessions end at their first step

@@ -252,3 +252,45 @@ def test_one_model_server_serves_every_session_of_the_fleet(fleet):
     assert [e.seed for e in result.episodes if e.server == fleet[1]] == [
         seed for seed, _, _ in in_process_lanes(1, 1, 2)[0][:1]
     ]
+
+
+def test_a_session_that_cannot_be_built_closes_every_model_connected_for_the_round(fleet, monkeypatch):
+    import asyncio
+
+    from rlmesh_gym.evaluation import evaluate_fleet_async
+    from rlmesh_gym.evaluation.fleet import _Fleet
+    from rlmesh_gym.policies import RandomPolicy
+    from rlmesh_gym.serve import ModelServer, RemoteModel
+
+    built, connected, closed = [], [], []
+
+    def failing_part_record(self, server, round_, parts):
+        built.append(server.index)
+        if len(built) == 2:  # the second server's session: its model is connected already
+            raise RuntimeError("cannot open the part recording")
+
+    connect, close = RemoteModel.connect, RemoteModel.close
+
+    async def counted_connect(*args, **kwargs):
+        model = await connect(*args, **kwargs)
+        connected.append(model)
+        return model
+
+    async def counted_close(self, *args, **kwargs):
+        closed.append(self)
+        return await close(self, *args, **kwargs)
+
+    monkeypatch.setattr(_Fleet, "_part_record", failing_part_record)
+    monkeypatch.setattr(RemoteModel, "connect", counted_connect)
+    monkeypatch.setattr(RemoteModel, "close", counted_close)
+
+    async def scenario():
+        async with ModelServer(RandomPolicy(seed=5)) as server:
+            with pytest.raises(RuntimeError, match="cannot open the part recording"):
+                await evaluate_fleet_async(
+                    fleet, policy_address=server.address, episodes=9, seed=SEED, progress=False
+                )
+
+    asyncio.run(scenario())
+    assert built == [0, 1] and len(connected) == 2
+    assert all(any(model is other for other in closed) for model in connected)
