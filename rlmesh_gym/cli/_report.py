@@ -36,7 +36,7 @@ def report_run_failure(exc: BaseException, *, json_output: bool = False) -> int:
         return report_error(str(exc), 2)
     if isinstance(exc, EvaluationError):
         partial = exc.partial
-        if partial is not None and partial.episodes:
+        if partial is not None and (partial.episodes or partial.pilot_episodes):
             print(partial.to_json(indent=2) if json_output else partial, flush=True)
         return report_error(str(exc), 1)
     if isinstance(exc, ConnectionError):  # a server that could not be reached or refused us

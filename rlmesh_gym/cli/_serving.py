@@ -159,8 +159,8 @@ def run_server(serve: Callable[[], Coroutine[Any, Any, None]]) -> int:
 
     try:
         asyncio.run(serve())
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt:  # before the signal handlers are installed (e.g. --env-id's check)
+        return report_error("interrupted", 130)
     except BrokenPipeError:  # the reader of the output went away; cli.main ends quietly
         raise
     except OSError as error:  # includes RemoteConnectionError (--contract-from) and a taken port

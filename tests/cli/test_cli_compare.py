@@ -153,6 +153,19 @@ def test_eval_shows_intervals_and_target_ci(capsys):
     assert code == 2 and "target_ci must be a positive number" in err
 
 
+def test_eval_cut_short_in_the_target_ci_pilot_still_prints_the_pilot_episodes(capsys):
+    code, out, err = run_cli(
+        capsys,
+        *("eval", "CartPole-v1", "--policy", "random", "--episodes", "4", "--num-envs", "2"),
+        *("--target-ci", "1", "--max-steps", "30", "--json", "--no-progress"),
+    )
+    assert code == 1
+    assert err.startswith("rlmesh-gym: error: evaluation of CartPole-v1 reached max_steps=30")
+    data = json.loads(out)
+    assert data["complete"] is False and data["episodes"] == []
+    assert data["summary"]["pilot_episodes"] == len(data["pilot_episodes"]) > 0
+
+
 def test_compare_builds_the_env_with_env_kwargs_and_import(capsys, tmp_path, monkeypatch):
     (tmp_path / "compare_envs.py").write_text(
         "import gymnasium\n"
