@@ -67,7 +67,7 @@ class EpisodeProgress:
             self._bar.update(1)
 
     def add_total(self, episodes: int) -> None:
-        """Expect ``episodes`` more (another round of ``target_ci``)."""
+        """Expect ``episodes`` more (``target_ci``'s estimate session, sized after its pilot)."""
         if self._bar is not None:
             self._bar.total += episodes
             self._bar.refresh()

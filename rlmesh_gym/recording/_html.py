@@ -19,7 +19,7 @@ import numpy as np
 from rlmesh_gym import __version__
 from rlmesh_gym.recording._player import player_css, player_script
 from rlmesh_gym.recording._player_data import DEFAULT_FPS, episode_payload
-from rlmesh_gym.recording._reader import Recording
+from rlmesh_gym.recording._reader import EPISODE_TABLE_COLUMNS, Recording, episode_row
 
 __all__ = ["write_html"]
 
@@ -151,36 +151,10 @@ def write_html(
         ("base seed", html.escape(str(header.base_seed))),
     ]
     stats_html = "".join(f"<tr><th>{name}</th><td>{value}</td></tr>" for name, value in stats)
-    columns = (
-        "#",
-        "lane",
-        "episode id",
-        "seed",
-        "return",
-        "length",
-        "terminated",
-        "truncated",
-        "counted",
-        "steps",
-        "frames",
-    )
-    head = "".join(f"<th>{name}</th>" for name in columns)
+    head = "".join(f"<th>{name}</th>" for name in EPISODE_TABLE_COLUMNS)
     body: list[str] = []
     for index, episode in zip(indices, chosen, strict=True):
-        record = episode.record
-        cells = (
-            index,
-            episode.lane,
-            episode.episode_id,
-            "-" if episode.seed is None else episode.seed,
-            f"{episode.episode_return:g}",
-            episode.length,
-            "yes" if record is not None and record.terminated else "no",
-            "yes" if record is not None and record.truncated else "no",
-            "-" if episode.counted is None else ("yes" if episode.counted else "no"),
-            len(episode.steps),
-            0 if episode.frames is None or not frames else len(episode.frames),
-        )
+        cells = episode_row(index, episode, frames=frames)
         row = "".join(f"<td>{html.escape(str(cell))}</td>" for cell in cells)
         body.append(f'<tr data-episode="{len(body)}">{row}</tr>')
     warning = ""

@@ -356,7 +356,7 @@ class Recording:
         """The episode table ``rlmesh-gym episodes`` prints and the notebook view shows: the column
         names, then one row of text cells for each of the first ``limit`` episodes (all by default)."""
         shown = self.episodes if limit is None else self.episodes[:limit]
-        return [EPISODE_TABLE_COLUMNS, *(_episode_row(index, episode) for index, episode in enumerate(shown))]
+        return [EPISODE_TABLE_COLUMNS, *(episode_row(index, episode) for index, episode in enumerate(shown))]
 
     def _repr_html_(self) -> str:
         header = self.header
@@ -399,8 +399,9 @@ def _yes_no(flag: bool | None) -> str:
     return "-" if flag is None else ("yes" if flag else "no")
 
 
-def _episode_row(index: int, episode: RecordedEpisode) -> tuple[str, ...]:
-    """The cells of ``episode`` (the ``index``-th) under :data:`EPISODE_TABLE_COLUMNS`."""
+def episode_row(index: int, episode: RecordedEpisode, *, frames: bool = True) -> tuple[str, ...]:
+    """The cells of ``episode`` (the ``index``-th) under :data:`EPISODE_TABLE_COLUMNS`
+    (``frames=False``: a view that leaves the frames out counts 0 of them)."""
     record = episode.record
     return (
         str(index),
@@ -413,7 +414,7 @@ def _episode_row(index: int, episode: RecordedEpisode) -> tuple[str, ...]:
         _yes_no(None if record is None else record.truncated),
         _yes_no(episode.counted),
         str(len(episode.steps)),
-        str(0 if episode.frames is None else len(episode.frames)),
+        str(0 if episode.frames is None or not frames else len(episode.frames)),
     )
 
 
