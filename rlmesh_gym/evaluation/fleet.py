@@ -41,7 +41,7 @@ from rlmesh_gym.evaluation._evaluate import (
     SessionEvaluation,
     default_ids,
 )
-from rlmesh_gym.evaluation._options import EvaluationOptions, check_run_arguments, coroutine_twin
+from rlmesh_gym.evaluation._options import EvaluationOptions, coroutine_twin
 from rlmesh_gym.evaluation._progress import EpisodeProgress, progress_wanted
 from rlmesh_gym.evaluation._quotas import lane_quotas
 from rlmesh_gym.evaluation._result import EvalResult, EvalTimings, FleetServer, combined_timings
@@ -56,9 +56,10 @@ from rlmesh_gym.runtime import (
 )
 from rlmesh_gym.runtime.autoreset import AutoresetMode
 
-__all__ = ["ON_SERVER_FAILURE", "evaluate_fleet", "evaluate_fleet_async", "fleet_route_id"]
+__all__ = ["evaluate_fleet", "evaluate_fleet_async", "fleet_route_id"]
 
-ON_SERVER_FAILURE = ("raise", "reassign")
+# evaluate_fleet's arguments that say how to reach the servers, not how to evaluate.
+_TRANSPORT = ("token", "connect_timeout", "request_timeout", "policy_address")
 """What a fleet run does when a server fails: end with ``EvaluationError``, or move its episodes."""
 
 _STOPPED_REASON = "another server of the fleet failed"
@@ -100,60 +101,40 @@ class _Outcome:
 
 
 class _Fleet:
-    """A prepared fleet evaluation: validated arguments, no connection yet."""
+    """A prepared fleet evaluation: checked options, no connection yet."""
 
     def __init__(
         self,
         addresses: Sequence[str],
         policy: Any,
+        options: EvaluationOptions,
         *,
-        episodes: int,
-        seed: int | None,
-        on_server_failure: str,
-        hooks: Sequence[RuntimeHooks],
-        progress: bool,
-        record: Any,
-        limits: RuntimeLimits | None,
-        session_id: str | None,
-        device: str,
-        deterministic: bool,
-        allow_pickle: bool,
-        max_steps: int | None,
         token: str | None,
         connect_timeout: float,
         request_timeout: float | None,
         policy_address: str | None,
     ) -> None:
-        self.hooks = check_run_arguments(episodes, seed, max_steps, hooks, limits)
         self.addresses = _check_addresses(addresses)
-        if on_server_failure not in ON_SERVER_FAILURE:
-            raise ValueError(
-                f"on_server_failure must be one of {', '.join(map(repr, ON_SERVER_FAILURE))}, "
-                f"got {on_server_failure!r}"
-            )
         if policy_address is not None and policy is not None:
             raise ValueError("pass either policy or policy_address, not both")
         if policy_address is None and policy is None:
             raise ValueError("a fleet evaluation needs a policy (or a policy_address)")
         self.policy = policy
         self.policy_name = policy_address if policy_address is not None else describe_policy(policy)
-        self.episodes = episodes
-        self.seed = seed
-        self.reassign = on_server_failure == "reassign"
-        self.progress = progress
-        self.record = record
-        self.limits = limits
-        self.session_id = session_id
-        self.device = device
-        self.deterministic = deterministic
-        self.allow_pickle = allow_pickle
-        self.max_steps = max_steps
+        self.options = options
+        self.reassign = options.on_server_failure == "reassign"
         self.token = token
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
         self.policy_address = policy_address
         self.running: list[SessionEvaluation] = []
         self.interrupted = False
+
+    @classmethod
+    def from_arguments(cls, addresses: Sequence[str], policy: Any, **arguments: Any) -> _Fleet:
+        """The fleet :func:`evaluate_fleet`'s arguments describe (the options checked once)."""
+        transport = {name: arguments.pop(name) for name in _TRANSPORT}
+        return cls(addresses, policy, EvaluationOptions(**arguments), **transport)
 
     def cancel(self) -> None:
         """Ask every running session to end after its current step (thread-safe)."""
@@ -188,10 +169,10 @@ class _Fleet:
             return resolve_policy(
                 self.policy,
                 env.contract,
-                seed=self.seed,
-                device=self.device,
-                deterministic=self.deterministic,
-                allow_pickle=self.allow_pickle,
+                seed=self.options.seed,
+                device=self.options.device,
+                deterministic=self.options.deterministic,
+                allow_pickle=self.options.allow_pickle,
             )
         from rlmesh_gym.serve import RemoteModel
 
@@ -217,16 +198,17 @@ class _Fleet:
         for index, (address, env) in enumerate(zip(self.addresses, envs, strict=True)):
             servers.append(_Server(index, address, first_lane, env.num_envs, [], [0] * env.num_envs))
             first_lane += env.num_envs
-        quotas = lane_quotas(self.episodes, first_lane)
+        quotas = lane_quotas(self.options.episodes, first_lane)
         for server in servers:
             server.quotas = list(quotas[server.first_lane : server.first_lane + server.num_envs])
         self.env_id = contract.id or "env"
         self.autoreset = AutoresetMode.from_wire(contract.autoreset_mode)
-        self.session = self.session_id or default_ids(self.env_id, first_lane)[0]
+        self.session = self.options.session_id or default_ids(self.env_id, first_lane)[0]
 
         bar = None
-        if progress_wanted(self.progress):
-            bar = EpisodeProgress(self.episodes, f"{self.env_id} x{first_lane} on {len(servers)} servers")
+        if progress_wanted(self.options.progress):
+            description = f"{self.env_id} x{first_lane} on {len(servers)} servers"
+            bar = EpisodeProgress(self.options.episodes, description)
         parts: list[tuple[str, _Server]] = []
         records: list[EpisodeRecord] = []
         timings: list[EvalTimings] = []
@@ -275,14 +257,14 @@ class _Fleet:
             mismatch = isinstance(failure.cause, PolicyMismatchError)
             error_type = PolicyMismatchError if mismatch else EvaluationError
             raise error_type(
-                f"fleet evaluation of {self.env_id} stopped after {len(records)} of {self.episodes} "
+                f"fleet evaluation of {self.env_id} stopped after {len(records)} of {self.options.episodes} "
                 f"episodes: {failure}",
                 partial,
             ) from failure.cause
         finally:
             if bar is not None:
                 bar.close()
-            if self.record is not None and parts:
+            if self.options.record is not None and parts:
                 self._merge_recordings(contract, servers, parts)
         return self._result(servers, records, timings, started, reassigned, complete=True)
 
@@ -309,14 +291,14 @@ class _Fleet:
                 resolved = ResolvedEnv(env, self.env_id, server.num_envs, self.autoreset, None, owned=True)
                 options = EvaluationOptions(
                     episodes=sum(quotas),
-                    seed=self.seed,
-                    hooks=self.hooks,
+                    seed=self.options.seed,
+                    hooks=self.options.hooks,
                     progress=False,
                     record=record,
-                    limits=self.limits,
+                    limits=self.options.limits,
                     session_id=self.session,
                     route_id=route,
-                    max_steps=self.max_steps,
+                    max_steps=self.options.max_steps,
                 )
                 evaluation = SessionEvaluation(
                     resolved,
@@ -380,15 +362,23 @@ class _Fleet:
                 ending = _FleetFailure(f"server {outcome.server.address}: {error}", error)
         return ending
 
+    def _recording_options(self) -> Any:
+        """``record`` as ``RecordingOptions`` (a path gets the default options)."""
+        from rlmesh_gym.recording import RecordingOptions
+
+        record = self.options.record
+        assert record is not None  # asked for only when recording
+        return record if isinstance(record, RecordingOptions) else RecordingOptions(record)
+
     def _part_record(self, server: _Server, round_: int, parts: list[tuple[str, _Server]]) -> Any:
         """Where this session records to (``None`` when not recording)."""
-        if self.record is None:
+        if self.options.record is None:
             return None
-        from rlmesh_gym.recording import RecordingOptions
         from rlmesh_gym.recording.fleet import part_options
 
-        options = self.record if isinstance(self.record, RecordingOptions) else RecordingOptions(self.record)
-        part = part_options(options, server.first_lane, server.num_envs, f"{server.index}-{round_}")
+        part = part_options(
+            self._recording_options(), server.first_lane, server.num_envs, f"{server.index}-{round_}"
+        )
         if part is not None:
             parts.append((os.fspath(part.path), server))
         return part
@@ -396,17 +386,15 @@ class _Fleet:
     def _merge_recordings(
         self, contract: Any, servers: list[_Server], parts: list[tuple[str, _Server]]
     ) -> None:
-        from rlmesh_gym.recording import RecordingOptions
         from rlmesh_gym.recording.fleet import FleetPart, merge_parts
 
-        options = self.record if isinstance(self.record, RecordingOptions) else RecordingOptions(self.record)
         merge_parts(
-            options,
+            self._recording_options(),
             contract,
             sum(server.num_envs for server in servers),
             [FleetPart(path, server.address, server.first_lane) for path, server in parts],
             env_id=self.env_id,
-            base_seed=self.seed,
+            base_seed=self.options.seed,
         )
 
     def _result(
@@ -424,13 +412,13 @@ class _Fleet:
             env_id=self.env_id,
             policy=self.policy_name,
             num_envs=num_envs,
-            episodes_requested=self.episodes,
-            seed=self.seed,
+            episodes_requested=self.options.episodes,
+            seed=self.options.seed,
             autoreset=self.autoreset.value,
             vectorization=None,
             session_id=self.session,
             route_id=",".join(route for server in servers for route in server.route_ids),
-            quotas=lane_quotas(self.episodes, num_envs),
+            quotas=lane_quotas(self.options.episodes, num_envs),
             episodes=tuple(records),
             timings=combined_timings(timings, (perf_counter_ns() - started_ns) / 1e9),
             complete=complete,
@@ -605,13 +593,12 @@ def evaluate_fleet(
     ``record`` writes one recording for the whole fleet (fleet-wide lanes; each episode names
     its server). The other arguments are :func:`evaluate`'s.
     """
-    arguments = locals()  # exactly _Fleet's parameters
-    fleet = _Fleet(**arguments)
+    fleet = _Fleet.from_arguments(**locals())
     return run_blocking(fleet.run, fleet.cancel)
 
 
 @coroutine_twin(evaluate_fleet)
 async def evaluate_fleet_async(addresses: Sequence[str], **arguments: Any) -> EvalResult:
     """:func:`evaluate_fleet` as a coroutine on the caller's event loop (same arguments)."""
-    fleet = _Fleet(addresses, **arguments)
+    fleet = _Fleet.from_arguments(addresses, **arguments)
     return await fleet.run()
