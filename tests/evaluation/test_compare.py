@@ -165,6 +165,7 @@ def test_an_env_that_autoresets_cannot_be_compared():
         env.close()
 
 
+@pytest.mark.torch  # the shipped policy
 def test_recordings_store_the_env_kwargs_and_replay_with_them(tmp_path):
     # max_episode_steps=7 caps every episode of the shipped policy at 7 steps; a replay that
     # remade CartPole-v1 without it would run on to 500 and not match.
