@@ -60,7 +60,6 @@ __all__ = ["evaluate_fleet", "evaluate_fleet_async", "fleet_route_id"]
 
 # evaluate_fleet's arguments that say how to reach the servers, not how to evaluate.
 _TRANSPORT = ("token", "connect_timeout", "request_timeout", "policy_address")
-"""What a fleet run does when a server fails: end with ``EvaluationError``, or move its episodes."""
 
 _STOPPED_REASON = "another server of the fleet failed"
 
