@@ -297,6 +297,12 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
         return self._env
 
     @property
+    def runs_inline(self) -> bool:
+        """Whether calls run inline on the event loop (not ``offload=True``): the driver then
+        awaits them plainly (:class:`~rlmesh_gym.runtime.seams.RunsInline`)."""
+        return self._executor is None
+
+    @property
     def closed(self) -> bool:
         """Whether :meth:`close` has been called."""
         return self._closed

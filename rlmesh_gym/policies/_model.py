@@ -74,6 +74,9 @@ class PolicyModel(ABC, Generic[RngT]):
     _action_codec: SpaceCodec
     _action_plan: ActionPlan
 
+    runs_inline = True
+    """Every policy computes inside the ``await`` (:class:`~rlmesh_gym.runtime.seams.RunsInline`)."""
+
     def __init__(
         self,
         contract_or_spaces: object,

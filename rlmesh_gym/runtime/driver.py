@@ -6,9 +6,11 @@
                               num_envs=env.num_envs, max_episodes=10)
     report = asyncio.run(RuntimeDriver(spec, env, model, hooks=[MyHooks()]).run())
 
-Control flow, event order, ids, seeds, counters and error texts follow upstream rlmesh-runtime
-0.1.0-rc.1 (docs/design/runtime.md#event-order and #normal-end-and-failure). What this port
-adds or decides where upstream is silent:
+:class:`RuntimeDriver` holds one session's configuration; :meth:`RuntimeDriver.run` makes a
+:class:`_Run`, the state of that one run, whose :meth:`_Run.loop` reads top to bottom in the
+order of docs/design/runtime.md#event-order. Control flow, event order, ids, seeds, counters and
+error texts follow upstream rlmesh-runtime 0.1.0-rc.1. What this port adds or decides where
+upstream is silent:
 
 * **Validation** accepts SAME_STEP and vectorised DISABLED/UNSPECIFIED (see
   :mod:`rlmesh_gym.runtime.spec`). SAME_STEP runs on the observational path like NEXT_STEP;
@@ -19,31 +21,23 @@ adds or decides where upstream is silent:
 * **One loop on the array form** of the seams (:mod:`rlmesh_gym.runtime.seams`): in-process
   peers are called as ``reset_arrays``/``step_arrays``/``predict_arrays``; message-form peers
   through the ports of :mod:`rlmesh_gym.runtime.message_form`, which build upstream's requests
-  (with its ``timeout_ms``) and check the echoed context. No protobuf message is built on the
-  in-process path unless a hook reads one.
-* **Operations** (``env.reset``, ``env.step``, ``model.predict``) start eagerly in the
-  driver's task and are raced against their limit and the cancellation token only if they
-  suspend (:mod:`rlmesh_gym.runtime._guard`). Cancellation wins a tie with completion; a
-  completed operation wins a tie with its deadline. An operation that finished without
-  suspending but took longer than its (positive) limit is refused as that timeout. A
-  timed-out or cancelled operation is cancelled and abandoned, never waited for. A
-  cancellation of the driver's task is raised inside a suspended operation as with a plain
-  ``await`` (its own ``asyncio.timeout`` works).
+  (with its ``timeout_ms``) and check the echoed context.
+* **Operations** (``env.reset``, ``env.step``, ``model.predict``) of a peer that runs inline
+  (:class:`~rlmesh_gym.runtime.seams.RunsInline`) are plain awaits; their limit and the
+  cancellation token are applied when they return. Every other peer's operations go through
+  :func:`~rlmesh_gym.runtime.guarded.await_guarded` (docs/design/runtime.md#operations-and-their-limits).
 * **Exceptions** an env or model raises that are not
   :class:`~rlmesh_gym.runtime.errors.RuntimeDriverError` are wrapped as
-  :class:`~rlmesh_gym.runtime.errors.EnvRpcError` (operation ``reset``/``step``, the step of
-  the guard) or :class:`~rlmesh_gym.runtime.errors.ModelRpcError` (the model component id),
-  with the original as ``__cause__`` (a ``CancelledError`` the env or model raises by itself
-  too, on every Python version). A result of the wrong type is a
-  :class:`~rlmesh_gym.runtime.errors.ProtocolError`.
+  :class:`~rlmesh_gym.runtime.errors.EnvRpcError` (operation ``reset``/``step``) or
+  :class:`~rlmesh_gym.runtime.errors.ModelRpcError` (the model component id), with the
+  original as ``__cause__`` (a ``CancelledError`` the env or model raises by itself too). A
+  result of the wrong type is a :class:`~rlmesh_gym.runtime.errors.ProtocolError`.
 * :meth:`RuntimeDriver.request_stop` ends the run the **normal** way (final window,
   summary, close, ``session_ended`` with the given reason, a report) after the current step's
   completions; upstream can only end normally through ``max_episodes``.
 * If the task running the driver is itself cancelled, the failure shutdown (close both
   endpoints, ``session_failed``) still runs before the ``CancelledError`` propagates;
   ``session_failed`` fires even if a second cancellation cuts the closes short.
-* The echoed predict context is compared with the context as sent (its bytes, taken before
-  ``predict``), so a model that mutates ``request.context`` and echoes it is caught.
 * Hooks a hooks object does not override are never called, and events nobody listens to are
   never built; telemetry series are only kept if some hook listens to telemetry.
 """
@@ -51,16 +45,15 @@ adds or decides where upstream is silent:
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import math
-import types
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from functools import partial
 from time import perf_counter_ns
 from typing import Any, cast
 
 from rlmesh_gym.proto import model_pb2, spaces_pb2
-from rlmesh_gym.runtime import _guard
 from rlmesh_gym.runtime.autoreset import AutoresetMode
 from rlmesh_gym.runtime.cancellation import CancellationToken
 from rlmesh_gym.runtime.errors import (
@@ -83,6 +76,7 @@ from rlmesh_gym.runtime.events import (
     SessionFailedEvent,
     SessionStartedEvent,
 )
+from rlmesh_gym.runtime.guarded import OperationCancelled, OperationTimedOut, TokenFired, await_guarded
 from rlmesh_gym.runtime.hooks import HookTable, RuntimeHooks
 from rlmesh_gym.runtime.message_form import (
     MessageEnvPort,
@@ -100,8 +94,10 @@ from rlmesh_gym.runtime.seams import (
     EnvResetBatch,
     EnvStepBatch,
     ModelActionBatch,
+    RunsInline,
     RuntimeEnv,
     RuntimeModel,
+    has_array_form,
 )
 from rlmesh_gym.runtime.seeds import ResetSeeds
 from rlmesh_gym.runtime.spec import COMPLETED_REQUESTED_EPISODES, RuntimeReport, RuntimeSessionSpec
@@ -120,33 +116,17 @@ DEFAULT_STOP_REASON = "stop requested"
 """The reason of :meth:`RuntimeDriver.request_stop` when the caller gives none."""
 
 _log = logging.getLogger("rlmesh_gym.runtime")
-_CoroutineType = types.CoroutineType
 _STEP_OBSERVATION = RequestPhase.STEP_OBSERVATION.value
 _RESET_OBSERVATION = RequestPhase.RESET_OBSERVATION.value
+_PREDICT = "model.predict"
+_RESET = "env.reset"
+_STEP = "env.step"
 
 
 def _reason_of(error: BaseException) -> str:
     if isinstance(error, asyncio.CancelledError):
         return str(error) or "runtime driver task was cancelled"
     return str(error) or type(error).__name__
-
-
-class _Suspended:
-    """An operation that suspended on its first run: its iterator and what it yielded."""
-
-    __slots__ = ("running", "yielded")
-
-    def __init__(self, running: Any, yielded: Any) -> None:
-        self.running = running
-        self.yielded = yielded
-
-
-_ENV_ARRAY_METHODS = ("reset_arrays", "step_arrays")
-_MODEL_ARRAY_METHODS = ("predict_arrays",)
-
-
-def _implements(peer: object, methods: tuple[str, ...]) -> bool:
-    return all(callable(getattr(peer, method, None)) for method in methods)
 
 
 def _codec_or_none(spec: spaces_pb2.SpaceSpec, name: str) -> SpaceCodec | None:
@@ -156,6 +136,24 @@ def _codec_or_none(spec: spaces_pb2.SpaceSpec, name: str) -> SpaceCodec | None:
         return SpaceCodec(spec, name=name)
     except (CodecError, ValueError):
         return None
+
+
+def _cause_of(error: BaseException) -> BaseException | None:
+    """What a failed operation's driver error names as its cause: the peer's own exception (its
+    ``CancelledError`` for :class:`OperationCancelled`); none for a timeout or the token."""
+    if type(error) is TokenFired or type(error) is OperationTimedOut:
+        return None
+    return error.error if type(error) is OperationCancelled else error
+
+
+def _runs_inline(peer: object) -> bool:
+    return isinstance(peer, RunsInline) and peer.runs_inline is True
+
+
+def _limit_ns(seconds: float) -> int:
+    """A positive finite limit in nanoseconds, for checking an operation after it returned; 0 for
+    none (no limit, or zero: "never wait", which an operation that returned did not do)."""
+    return round(seconds * 1e9) if 0 < seconds < math.inf else 0
 
 
 def _payload_size(batch: SpaceBatch | None) -> int:
@@ -194,15 +192,12 @@ class RuntimeDriver:
     ) -> None:
         if not isinstance(spec, RuntimeSessionSpec):
             raise TypeError(f"spec must be a RuntimeSessionSpec; got {type(spec).__name__}")
-        # The array form is used when a peer has it (in-process adapters), else the message form.
-        self._env_arrays = _implements(env, _ENV_ARRAY_METHODS)
-        self._model_arrays = _implements(model, _MODEL_ARRAY_METHODS)
-        for name, peer, methods, array_methods, arrays in (
-            ("env", env, ("reset", "step"), _ENV_ARRAY_METHODS, self._env_arrays),
-            ("model", model, ("predict",), _MODEL_ARRAY_METHODS, self._model_arrays),
+        for name, peer, methods, array_methods in (
+            ("env", env, ("reset", "step"), ("reset_arrays", "step_arrays")),
+            ("model", model, ("predict",), ("predict_arrays",)),
         ):
             missing = [method for method in methods if not callable(getattr(peer, method, None))]
-            if missing and not arrays:
+            if missing and not has_array_form(peer):
                 raise TypeError(
                     f"{name} must implement {'/'.join(methods)} (the Runtime{name.capitalize()} "
                     f"protocol) or {'/'.join(array_methods)} (ArrayRuntime{name.capitalize()}); "
@@ -212,17 +207,9 @@ class RuntimeDriver:
         self.env = env
         self.model = model
         self._hooks = HookTable(hooks)
-        self._cancellation_reason = DEFAULT_CANCELLATION_REASON
         self._stop_reason: str | None = None
-        self._token: CancellationToken | None = None
         self._ran = False
-        self._closed = False
-        self._failed_reported = False
-        self._timing: RuntimeTiming | None = None
-        # The same object once a run started, typed for the code that only runs then.
-        self._run_timing: RuntimeTiming
-
-    # -- entry points -------------------------------------------------------------------------
+        self._run: _Run | None = None
 
     def request_stop(self, reason: str = DEFAULT_STOP_REASON) -> None:
         """End the run normally once the current step's completions are processed.
@@ -262,14 +249,12 @@ class RuntimeDriver:
         if self._ran:
             raise RuntimeError("this RuntimeDriver already ran; build a new one for each session")
         self._ran = True
-        self._cancellation_reason = reason
-        self._token = cancellation
         self.spec.validate()
-        state = RouteState.from_spec(self.spec)
+        run = self._run = _Run(self, cancellation, reason)
         try:
-            return await self._run_loop(state)
+            return await run.loop()
         except (Exception, asyncio.CancelledError) as error:
-            await self._shutdown_after_failure(state, error)
+            await run.shutdown_after_failure(error)
             raise
 
     @property
@@ -280,177 +265,206 @@ class RuntimeDriver:
         operation and its total, min and max nanoseconds, whether or not a hook listens to
         telemetry.
         """
-        return self._timing
+        return self._run.timing if self._run is not None else None
 
-    # -- the loop -----------------------------------------------------------------------------
 
-    def _prepare(self) -> None:
-        spec = self.spec
-        hooks = self._hooks
+class _Run:
+    """One run of a :class:`RuntimeDriver`: the ports, the route's state, timing and listeners.
+
+    Made by :meth:`RuntimeDriver.run`; :meth:`loop` is the session, phase by phase.
+    """
+
+    def __init__(
+        self, driver: RuntimeDriver, token: CancellationToken | None, cancellation_reason: str
+    ) -> None:
+        spec = driver.spec
         limits = spec.limits
         contract = spec.env_contract
-        self._session_id = spec.session_id
-        self._route_id = spec.route_id
-        self._env_component_id = spec.env_component_id
-        self._model_component_id = spec.model_component_id
-        self._route = spec.route_context()
+        hooks = driver._hooks
+        self.driver = driver
+        self.spec = spec
+        self.hooks = hooks
+        self.token = token
+        self.cancellation_reason = cancellation_reason
+        self.state = RouteState.from_spec(spec)
+        self.session_id = spec.session_id
+        self.route_id = spec.route_id
+        self.num_envs = spec.num_envs
+        self.env_component_id = spec.env_component_id
+        self.model_component_id = spec.model_component_id
+        self.route = spec.route_context()
         # Shared into every event, as upstream's Arc'd copies.
-        self._action_space = spaces_pb2.SpaceSpec()
-        self._action_space.CopyFrom(contract.action_space)
-        self._observation_space = spaces_pb2.SpaceSpec()
-        self._observation_space.CopyFrom(contract.observation_space)
-        self._observation_codec = _codec_or_none(self._observation_space, "observation")
-        self._action_codec = _codec_or_none(self._action_space, "action")
-        self._seeds = (
+        self.action_space = spaces_pb2.SpaceSpec()
+        self.action_space.CopyFrom(contract.action_space)
+        self.observation_space = spaces_pb2.SpaceSpec()
+        self.observation_space.CopyFrom(contract.observation_space)
+        self.observation_codec = _codec_or_none(self.observation_space, "observation")
+        self.action_codec = _codec_or_none(self.action_space, "action")
+        self.seeds = (
             ResetSeeds(spec.base_seed, spec.session_id, spec.route_id) if spec.base_seed is not None else None
         )
-        self._window_ns = (
-            round(limits.telemetry_window * 1e9) if limits.telemetry_window != math.inf else None
-        )
-        self._observational = AutoresetMode.from_wire(contract.autoreset_mode).observational
-        # The seams in array form: in-process adapters are used as they are, message-form peers
-        # through their ports (the one place where the two forms convert).
-        env, model = self.env, self.model
-        if self._env_arrays:
-            self._env_port: Any = env
-        else:
-            self._env_port = MessageEnvPort(
-                cast(RuntimeEnv, env),
-                self._observation_codec,
+        self.generation = 0
+        self.observational = AutoresetMode.from_wire(contract.autoreset_mode).observational
+        self.max_episodes = spec.max_episodes
+        # The ports: the seams in array form. Message-form peers are seen through the ports of
+        # message_form, the one place where the two forms convert.
+        self.env: ArrayRuntimeEnv = (
+            cast(ArrayRuntimeEnv, driver.env)
+            if has_array_form(driver.env)
+            else MessageEnvPort(
+                cast(RuntimeEnv, driver.env),
+                self.observation_codec,
                 spec.num_envs,
                 limits.env_reset_timeout_ms(),
                 limits.env_step_timeout_ms(),
             )
-        if self._model_arrays:
-            self._model_port: Any = model
-        else:
-            self._model_port = MessageModelPort(
-                cast(RuntimeModel, model), self._action_codec, self._model_component_id
+        )
+        self.model: ArrayRuntimeModel = (
+            cast(ArrayRuntimeModel, driver.model)
+            if has_array_form(driver.model)
+            else MessageModelPort(
+                cast(RuntimeModel, driver.model), self.action_codec, self.model_component_id
             )
+        )
+        self.env_inline = _runs_inline(self.env)
+        self.model_inline = _runs_inline(self.model)
+        self.reset_timeout = limits.env_reset_timeout
+        self.step_timeout = limits.env_step_timeout
+        self.predict_timeout = limits.model_predict_timeout
+        self.reset_limit_ns = _limit_ns(limits.env_reset_timeout)
+        self.step_limit_ns = _limit_ns(limits.env_step_timeout)
+        self.predict_limit_ns = _limit_ns(limits.model_predict_timeout)
+        self.close_timeout = limits.service_close_timeout
+        self.timing = RuntimeTiming(self.env_component_id, self.model_component_id, perf_counter_ns())
+        self.window_ns = round(limits.telemetry_window * 1e9) if limits.telemetry_window != math.inf else None
+        self.model_ns = 0  # the last predict's duration, for the step's telemetry sample
         listeners = hooks.listeners
-        self._on_episode_started = listeners("episode_started")
-        self._on_episode_completed = listeners("episode_completed")
-        self._on_action = bool(listeners("transform_action") or listeners("action_received"))
-        self._on_observation = bool(listeners("transform_observation") or listeners("observation_emitted"))
-        self._on_step_completed = listeners("step_completed")
-        self._on_window = listeners("telemetry_window")
-        self._on_summary = listeners("telemetry_summary")
-        self._telemetry_on = bool(self._on_window or self._on_summary)
+        self.on_episode_started = bool(listeners("episode_started"))
+        self.on_episode_completed = bool(listeners("episode_completed"))
+        self.on_action = bool(listeners("transform_action") or listeners("action_received"))
+        self.on_observation = bool(listeners("transform_observation") or listeners("observation_emitted"))
+        self.on_step_completed = bool(listeners("step_completed"))
+        self.on_window = bool(listeners("telemetry_window"))
+        self.on_summary = bool(listeners("telemetry_summary"))
+        self.telemetry_on = self.on_window or self.on_summary
+        self.closed = False
+        self.failed_reported = False
 
-    def _seeds_for(self, generation: int, env_indices: Sequence[int]) -> list[int]:
-        return self._seeds.seeds(generation, env_indices) if self._seeds is not None else []
+    # -- the loop -------------------------------------------------------------------------------
 
-    async def _run_loop(self, state: RouteState) -> RuntimeReport:
+    async def loop(self) -> RuntimeReport:
         """The session, phase by phase, in the order of docs/design/runtime.md#event-order."""
-        self._prepare()
-        timing = RuntimeTiming(self._env_component_id, self._model_component_id, perf_counter_ns())
-        self._timing = self._run_timing = timing
-        if self._hooks.listeners("session_started"):
-            await self._hooks.fire(
-                "session_started", SessionStartedEvent(self._session_id, self._route, self.spec.env_id)
+        driver, state, token = self.driver, self.state, self.token
+        if self.hooks.listeners("session_started"):
+            await self.hooks.fire(
+                "session_started", SessionStartedEvent(self.session_id, self.route, self.spec.env_id)
             )
-        max_episodes = self.spec.max_episodes
-        observation, context = await self._cold_reset(state)
+        observation, context = await self.cold_reset()
         while True:
-            token = self._token
             if token is not None and token.cancelled:
-                raise RouteCancelledError(self._route_id, state.step, self._cancellation_reason)
-            if self._stop_reason is not None:
-                return await self._end(state, self._stop_reason)
-            actions, model_ns = await self._predict(state, observation, context)
-            step = await self._step(state, actions, model_ns)
+                raise RouteCancelledError(self.route_id, state.step, self.cancellation_reason)
+            if driver._stop_reason is not None:
+                return await self.end(driver._stop_reason)
+            actions = await self.predict(observation, context)
+            step = await self.step(actions)
             completed = step.completed
             if completed or state.episode_ids_changed(step.episode_ids):
-                await self._settle_episodes(state, step)
-                if completed and max_episodes is not None and state.total_episodes >= max_episodes:
-                    return await self._end(state, COMPLETED_REQUESTED_EPISODES)
-            if self._stop_reason is not None:
-                return await self._end(state, self._stop_reason)
+                await self.settle_episodes(step)
+                if completed and self.max_episodes is not None and state.total_episodes >= self.max_episodes:
+                    return await self.end(COMPLETED_REQUESTED_EPISODES)
+            if driver._stop_reason is not None:
+                return await self.end(driver._stop_reason)
             # Next observation: the step's, unless DISABLED lanes finished their current episode.
-            if self._observational or not completed or not (done_lanes := self._done_lanes(state, completed)):
-                if self._on_observation:
-                    observation, context = await self._emit_observation(
-                        state, step.observation, _STEP_OBSERVATION, False
-                    )
-                else:
-                    observation, context = step.observation, state.predict_context(_STEP_OBSERVATION)
+            if self.observational or not completed or not (done_lanes := self.done_lanes(completed)):
+                observation, context = await self.emit_observation(step.observation, _STEP_OBSERVATION, False)
             else:
-                observation, context = await self._reset_finished_lanes(state, done_lanes)
+                observation, context = await self.reset_finished_lanes(done_lanes)
 
-    # -- phases -------------------------------------------------------------------------------
+    # -- phases ---------------------------------------------------------------------------------
 
-    async def _cold_reset(self, state: RouteState) -> tuple[SpaceBatch | None, ArrayPredictContext]:
+    async def cold_reset(self) -> tuple[SpaceBatch | None, ArrayPredictContext]:
         """Reset every lane with the generation-0 seeds; the first observation and its context."""
-        self._generation = 0
-        reset = await self._reset(state, (), self._seeds_for(0, range(self.spec.num_envs)), 0)
-        hooks = self._hooks
+        state, hooks = self.state, self.hooks
+        reset = await self.reset((), self.seeds_for(0, range(self.num_envs)), 0)
         if hooks.listeners("log"):
             ready = sum(1 for episode_id in reset.episode_ids if episode_id)
-            reset_ms = self._run_timing.reset.total_ns / 1e6  # the only reset so far
+            reset_ms = self.timing.reset.total_ns / 1e6  # the only reset so far
             message = f"env reset complete in {reset_ms:.0f}ms ({ready} episode(s) ready)"
-            await hooks.fire(
-                "log", LogEvent(self._session_id, self._route, LogLevel.INFO, message, "runtime")
-            )
-        await self._started(state.start_episodes(reset.episode_ids, False))
-        return await self._emit_observation(state, reset.observation, _RESET_OBSERVATION, True)
+            await hooks.fire("log", LogEvent(self.session_id, self.route, LogLevel.INFO, message, "runtime"))
+        await self.started(state.start_episodes(reset.episode_ids, False))
+        return await self.emit_observation(reset.observation, _RESET_OBSERVATION, True)
 
-    async def _predict(
-        self, state: RouteState, observation: SpaceBatch | None, context: ArrayPredictContext
-    ) -> tuple[SpaceBatch | None, int]:
-        """Ask the model for the next actions (after the action hooks): the actions and the model time."""
-        step = state.step
+    async def predict(
+        self, observation: SpaceBatch | None, context: ArrayPredictContext
+    ) -> SpaceBatch | None:
+        """Ask the model for the next actions; the actions after the action hooks."""
+        step = self.state.step
+        self.check_token(step)
         started_ns = perf_counter_ns()
-        timeout = self.spec.limits.model_predict_timeout
-        prediction = self._begin(
-            self._model_port.predict_arrays,
-            (observation, context),
-            "model.predict",
-            step,
-            started_ns,
-            timeout,
-        )
-        if type(prediction) is _Suspended:
-            prediction = await self._finish(prediction, started_ns, timeout, "model.predict", step)
+        try:
+            if self.model_inline:
+                prediction = await self.model.predict_arrays(observation, context)
+            else:
+                prediction = await self.guarded(
+                    self.model.predict_arrays(observation, context), self.predict_timeout, _PREDICT
+                )
+        except RuntimeDriverError:
+            raise
+        except Exception as error:
+            raise self.failure(_PREDICT, step, error) from _cause_of(error)
+        except asyncio.CancelledError as error:
+            if not self.model_inline:
+                raise  # the task's own: a guarded peer's own CancelledError is OperationCancelled
+            raise self.failure(_PREDICT, step, error) from error
+        model_ns = self.model_ns = perf_counter_ns() - started_ns
+        self.check_returned(_PREDICT, step, model_ns, self.predict_limit_ns, self.predict_timeout)
         if type(prediction) is not ModelActionBatch and not isinstance(prediction, ModelActionBatch):
             raise ProtocolError(
                 f"model.predict_arrays returned {type(prediction).__name__}; expected ModelActionBatch"
             )
-        model_ns = perf_counter_ns() - started_ns
-        timing = self._run_timing
+        timing = self.timing
         timing.model_wait.record(model_ns)
-        actions = prediction.action
-        if self._telemetry_on:
-            timing.record_operation_telemetry(self._model_component_id, prediction.telemetry)
-        if self._on_action:
-            actions = await self._emit_action(state, actions, step + 1)
-        return actions, model_ns
+        if self.telemetry_on:
+            timing.record_operation_telemetry(self.model_component_id, prediction.telemetry)
+        if self.on_action:
+            return await self.emit_action(prediction.action, step + 1)
+        return prediction.action
 
-    async def _step(self, state: RouteState, actions: SpaceBatch | None, model_ns: int) -> EnvStepBatch:
+    async def step(self, actions: SpaceBatch | None) -> EnvStepBatch:
         """Step the env with ``actions``, record the step and fire ``step_completed``."""
+        state = self.state
         action_step = state.step + 1
+        self.check_token(action_step)
         started_ns = perf_counter_ns()
-        timeout = self.spec.limits.env_step_timeout
-        stepped = self._begin(
-            self._env_port.step_arrays, (actions,), "env.step", action_step, started_ns, timeout
-        )
-        if type(stepped) is _Suspended:
-            stepped = await self._finish(stepped, started_ns, timeout, "env.step", action_step)
+        try:
+            if self.env_inline:
+                stepped = await self.env.step_arrays(actions)
+            else:
+                stepped = await self.guarded(self.env.step_arrays(actions), self.step_timeout, _STEP)
+        except RuntimeDriverError:
+            raise
+        except Exception as error:
+            raise self.failure(_STEP, action_step, error) from _cause_of(error)
+        except asyncio.CancelledError as error:
+            if not self.env_inline:
+                raise  # the task's own: a guarded peer's own CancelledError is OperationCancelled
+            raise self.failure(_STEP, action_step, error) from error
         env_ns = perf_counter_ns() - started_ns
+        self.check_returned(_STEP, action_step, env_ns, self.step_limit_ns, self.step_timeout)
         if type(stepped) is not EnvStepBatch and not isinstance(stepped, EnvStepBatch):
             raise ProtocolError(f"env.step_arrays returned {type(stepped).__name__}; expected EnvStepBatch")
-        timing = self._run_timing
+        timing = self.timing
         timing.env_step.record(env_ns)
-        if self._telemetry_on:
-            timing.record_operation_telemetry(self._env_component_id, stepped.telemetry)
-            timing.record_step(model_ns, env_ns, _payload_size(actions), _step_size(stepped))
         state.record_step()
-        hooks = self._hooks
-        if self._on_step_completed:
-            await hooks.fire(
+        if self.telemetry_on:
+            timing.record_operation_telemetry(self.env_component_id, stepped.telemetry)
+            timing.record_step(self.model_ns, env_ns, _payload_size(actions), _step_size(stepped))
+        if self.on_step_completed:
+            await self.hooks.fire(
                 "step_completed",
                 LazyStepCompletedEvent(
-                    self._session_id,
-                    self._route,
+                    self.session_id,
+                    self.route,
                     state.episode_id,
                     state.episode_record_id,
                     state.step,
@@ -463,133 +477,77 @@ class RuntimeDriver:
                     build=partial(step_message, stepped),
                 ),
             )
-        if self._telemetry_on and self._window_ns is not None:
+        if self.telemetry_on and self.window_ns is not None:
             now_ns = perf_counter_ns()
-            if timing.window_due(now_ns, self._window_ns):
-                window = timing.flush_window(self._session_id, self._route, now_ns)
-                if window is not None and self._on_window:
-                    await hooks.fire("telemetry_window", window)
+            if timing.window_due(now_ns, self.window_ns):
+                window = timing.flush_window(self.session_id, self.route, now_ns)
+                if window is not None and self.on_window:
+                    await self.hooks.fire("telemetry_window", window)
         return stepped
 
-    async def _settle_episodes(self, state: RouteState, step: EnvStepBatch) -> None:
+    async def settle_episodes(self, step: EnvStepBatch) -> None:
         """Adopt the step's episode ids (``episode_started`` for new ones), then count the
         completed episodes (``episode_completed``)."""
         if step.episode_ids:
-            started = state.observe_episode_ids(step.episode_ids)
+            started = self.state.observe_episode_ids(step.episode_ids)
             if started:
-                await self._started(started)
+                await self.started(started)
         if step.completed:
-            await self._completed(state, step.completed)
+            await self.completed(step.completed)
 
-    async def _reset_finished_lanes(
-        self, state: RouteState, done_lanes: list[int]
+    async def reset_finished_lanes(
+        self, done_lanes: list[int]
     ) -> tuple[SpaceBatch | None, ArrayPredictContext]:
         """DISABLED: reset the lanes whose current episode completed (every lane: a whole-vector
         reset) with the next generation's seeds; the reset observation and its context."""
-        self._generation += 1
-        generation = self._generation
-        num_envs = self.spec.num_envs
-        if len(done_lanes) == num_envs:
-            reset = await self._reset(state, (), self._seeds_for(generation, range(num_envs)), state.step)
+        state = self.state
+        self.generation += 1
+        generation = self.generation
+        if len(done_lanes) == self.num_envs:
+            reset = await self.reset((), self.seeds_for(generation, range(self.num_envs)), state.step)
             started = state.start_episodes(reset.episode_ids, True)
         else:
-            reset = await self._reset(state, done_lanes, self._seeds_for(generation, done_lanes), state.step)
+            reset = await self.reset(done_lanes, self.seeds_for(generation, done_lanes), state.step)
             started = state.observe_episode_ids(reset.episode_ids)
-        await self._started(started)
-        return await self._emit_observation(state, reset.observation, _RESET_OBSERVATION, True)
+        await self.started(started)
+        return await self.emit_observation(reset.observation, _RESET_OBSERVATION, True)
 
-    async def _reset(
-        self, state: RouteState, env_indices: Sequence[int], seeds: list[int], step: int
-    ) -> EnvResetBatch:
-        """One guarded ``env.reset`` (every lane for empty ``env_indices``), timed."""
+    async def reset(self, env_indices: Sequence[int], seeds: list[int], step: int) -> EnvResetBatch:
+        """One ``env.reset`` (every lane for empty ``env_indices``), timed."""
+        self.check_token(step)
         started_ns = perf_counter_ns()
-        timeout = self.spec.limits.env_reset_timeout
-        reset = self._begin(
-            self._env_port.reset_arrays, (env_indices, seeds), "env.reset", step, started_ns, timeout
-        )
-        if type(reset) is _Suspended:
-            reset = await self._finish(reset, started_ns, timeout, "env.reset", step)
+        try:
+            if self.env_inline:
+                reset = await self.env.reset_arrays(env_indices, seeds)
+            else:
+                reset = await self.guarded(
+                    self.env.reset_arrays(env_indices, seeds), self.reset_timeout, _RESET
+                )
+        except RuntimeDriverError:
+            raise
+        except Exception as error:
+            raise self.failure(_RESET, step, error) from _cause_of(error)
+        except asyncio.CancelledError as error:
+            if not self.env_inline:
+                raise  # the task's own: a guarded peer's own CancelledError is OperationCancelled
+            raise self.failure(_RESET, step, error) from error
+        elapsed_ns = perf_counter_ns() - started_ns
+        self.check_returned(_RESET, step, elapsed_ns, self.reset_limit_ns, self.reset_timeout)
         if type(reset) is not EnvResetBatch and not isinstance(reset, EnvResetBatch):
             raise ProtocolError(f"env.reset_arrays returned {type(reset).__name__}; expected EnvResetBatch")
-        self._run_timing.reset.record(perf_counter_ns() - started_ns)
-        if self._telemetry_on:
-            self._run_timing.record_operation_telemetry(self._env_component_id, reset.telemetry)
+        self.timing.reset.record(elapsed_ns)
+        if self.telemetry_on:
+            self.timing.record_operation_telemetry(self.env_component_id, reset.telemetry)
         return reset
 
-    # -- guarded operations -------------------------------------------------------------------
+    def seeds_for(self, generation: int, env_indices: Sequence[int]) -> list[int]:
+        return self.seeds.seeds(generation, env_indices) if self.seeds is not None else []
 
-    def _begin(
-        self,
-        function: Callable[..., Any],
-        args: tuple[Any, ...],
-        operation: str,
-        step: int,
-        started_ns: int,
-        timeout: float,
-    ) -> Any:
-        """Start ``function(*args)`` in this task: its result if it did not suspend, else ``_Suspended``.
-
-        A plain method rather than a coroutine: an in-process env or model never suspends, and
-        this is called twice per step. A call that finished without suspending (an inline call:
-        nothing could interrupt it) but took longer than a positive ``timeout`` is refused as that
-        timeout, the error a suspended call gets when its deadline passes. A zero limit keeps
-        upstream's meaning, "never wait": a call that did not suspend passes.
-        """
-        token = self._token
-        try:
-            if token is not None and token.cancelled:
-                raise RouteCancelledError(self._route_id, step, self._cancellation_reason)
-            awaitable = function(*args)
-            running = awaitable if type(awaitable) is _CoroutineType else _guard.start(awaitable, operation)
-            try:
-                yielded = running.send(None)
-            except StopIteration as stop:
-                if token is not None and token.cancelled:
-                    raise RouteCancelledError(self._route_id, step, self._cancellation_reason) from None
-                if timeout and perf_counter_ns() - started_ns > timeout * 1e9:
-                    raise self._timed_out(operation, step, timeout) from None
-                return stop.value
-            return _Suspended(running, yielded)
-        except RuntimeDriverError:
-            raise
-        except (Exception, asyncio.CancelledError) as error:
-            # Nothing was awaited yet, so a CancelledError here is the operation's own, never
-            # the task's cancellation.
-            raise self._wrap(operation, step, error) from error
-
-    async def _finish(
-        self, suspended: _Suspended, started_ns: int, timeout: float, operation: str, step: int
-    ) -> Any:
-        """Race a suspended operation against its deadline and the token."""
-        token = self._token
-        try:
-            loop = asyncio.get_running_loop()
-            deadline = math.inf
-            if timeout != math.inf:
-                deadline = loop.time() + timeout - (perf_counter_ns() - started_ns) / 1e9
-            outcome, result = await _guard.drive(suspended.running, suspended.yielded, deadline, token, loop)
-            if outcome == _guard.DONE:
-                return result
-            if outcome == _guard.CANCELLED:
-                raise RouteCancelledError(self._route_id, step, self._cancellation_reason)
-            raise self._timed_out(operation, step, timeout)
-        except RuntimeDriverError:
-            raise
-        except _guard.OperationCancelled as own:
-            raise self._wrap(operation, step, own.error) from own.error
-        except Exception as error:
-            raise self._wrap(operation, step, error) from error
-        # A CancelledError out of drive() is the task's own cancellation: it propagates.
-
-    def _timed_out(self, operation: str, step: int, timeout: float) -> OperationTimeoutError:
-        component = self._model_component_id if operation == "model.predict" else self._env_component_id
-        return OperationTimeoutError(self._route_id, component, operation, step, timeout)
-
-    def _done_lanes(self, state: RouteState, completed: Sequence[CompletedEpisode]) -> list[int]:
+    def done_lanes(self, completed: Sequence[CompletedEpisode]) -> list[int]:
         """The lanes to reset under DISABLED: sorted, deduplicated ``env_index`` of the completed
         episodes that are their lane's current episode (not one interrupted earlier)."""
-        num_envs = self.spec.num_envs
-        current = state.episode_ids()
+        num_envs = self.num_envs
+        current = self.state.episode_ids()
         lanes = set()
         for episode in completed:
             lane = episode.env_index
@@ -602,23 +560,59 @@ class RuntimeDriver:
                 lanes.add(lane)
         return sorted(lanes)
 
-    def _wrap(self, operation: str, step: int, error: BaseException) -> RuntimeDriverError:
-        if operation == "model.predict":
-            return ModelRpcError.wrap(self._model_component_id, error)
-        return EnvRpcError.wrap(operation.removeprefix("env."), step, error)
+    # -- operations and their limits (docs/design/runtime.md#operations-and-their-limits) -------
 
-    # -- events -------------------------------------------------------------------------------
+    def guarded(self, operation: Awaitable[Any], timeout: float, name: str) -> Awaitable[Any]:
+        """``operation`` of a peer that may suspend, raced against its limit and the token."""
+        return await_guarded(operation, timeout, self.token, name)
 
-    async def _started(self, started: list[StartedEpisode]) -> None:
-        if not self._on_episode_started:
+    def check_token(self, step: int) -> None:
+        """A fired token stops the run before the next operation starts."""
+        token = self.token
+        if token is not None and token.cancelled:
+            raise RouteCancelledError(self.route_id, step, self.cancellation_reason)
+
+    def check_returned(
+        self, operation: str, step: int, elapsed_ns: int, limit_ns: int, timeout: float
+    ) -> None:
+        """An operation that returned: a fired token wins over its result, and a result that
+        came after the limit (an inline call cannot be interrupted) is that timeout."""
+        self.check_token(step)
+        if limit_ns and elapsed_ns > limit_ns:
+            raise self.timed_out(operation, step, timeout)
+
+    def failure(self, operation: str, step: int, error: BaseException) -> RuntimeDriverError:
+        """The driver error for an operation that did not return a result (see :func:`_cause_of`)."""
+        if type(error) is TokenFired:
+            return RouteCancelledError(self.route_id, step, self.cancellation_reason)
+        if type(error) is OperationTimedOut:
+            return self.timed_out(operation, step, self.timeout_of(operation))
+        cause = _cause_of(error)
+        if operation == _PREDICT:
+            return ModelRpcError.wrap(self.model_component_id, cause)  # type: ignore[arg-type]
+        return EnvRpcError.wrap(operation.removeprefix("env."), step, cause)  # type: ignore[arg-type]
+
+    def timeout_of(self, operation: str) -> float:
+        return {_PREDICT: self.predict_timeout, _STEP: self.step_timeout, _RESET: self.reset_timeout}[
+            operation
+        ]
+
+    def timed_out(self, operation: str, step: int, timeout: float) -> OperationTimeoutError:
+        component = self.model_component_id if operation == _PREDICT else self.env_component_id
+        return OperationTimeoutError(self.route_id, component, operation, step, timeout)
+
+    # -- events ---------------------------------------------------------------------------------
+
+    async def started(self, started: list[StartedEpisode]) -> None:
+        if not self.on_episode_started:
             return
         for episode in started:
             record = episode.record
-            await self._hooks.fire(
+            await self.hooks.fire(
                 "episode_started",
                 EpisodeStartedEvent(
-                    self._session_id,
-                    self._route,
+                    self.session_id,
+                    self.route,
                     episode.episode_id,
                     record.record_id,
                     record.index,
@@ -627,16 +621,16 @@ class RuntimeDriver:
                 ),
             )
 
-    async def _completed(self, state: RouteState, completed: Sequence[CompletedEpisode]) -> None:
-        listening = bool(self._on_episode_completed)
+    async def completed(self, completed: Sequence[CompletedEpisode]) -> None:
+        state, listening = self.state, self.on_episode_completed
         for episode in completed:
             record = state.complete_episode(episode.episode_id)
             if listening:
-                await self._hooks.fire(
+                await self.hooks.fire(
                     "episode_completed",
                     LazyEpisodeCompletedEvent(
-                        self._session_id,
-                        self._route,
+                        self.session_id,
+                        self.route,
                         episode.episode_id,
                         record.record_id if record is not None else "",
                         record.index if record is not None else 0,
@@ -654,24 +648,22 @@ class RuntimeDriver:
                     ),
                 )
 
-    async def _emit_action(
-        self, state: RouteState, actions: SpaceBatch | None, action_step: int
-    ) -> SpaceBatch | None:
+    async def emit_action(self, actions: SpaceBatch | None, action_step: int) -> SpaceBatch | None:
         """Run the action hooks on the actions' bytes; the (transformed) actions."""
+        state, hooks = self.state, self.hooks
         data = actions.data if actions is not None else None
         event = ActionReceivedEvent(
-            self._session_id,
-            self._route,
+            self.session_id,
+            self.route,
             state.episode_id,
             state.episode_record_id,
             state.episode_ids(),
             state.episode_record_ids(),
             action_step,
             0,
-            self._action_space,
+            self.action_space,
             data,
         )
-        hooks = self._hooks
         if hooks.listeners("transform_action"):
             await hooks.transform("transform_action", event)
         sent = event.action  # what the transforms left; observers only look
@@ -681,20 +673,22 @@ class RuntimeDriver:
         if sent is None:
             return None
         # Without a codec only message-form peers run, and they pass the bytes on undecoded.
-        return SpaceBatch.from_bytes(self._action_codec, sent, self.spec.num_envs)  # type: ignore[arg-type]
+        return SpaceBatch.from_bytes(self.action_codec, sent, self.num_envs)  # type: ignore[arg-type]
 
-    async def _emit_observation(
-        self, state: RouteState, observation: SpaceBatch | None, phase: str, is_reset: bool
+    async def emit_observation(
+        self, observation: SpaceBatch | None, phase: str, is_reset: bool
     ) -> tuple[SpaceBatch | None, ArrayPredictContext]:
         """The next observation, after the observation hooks saw (and transformed) it, and the
         context of the predict that will take it (its request id is used up now)."""
+        state = self.state
         context = state.predict_context(phase)
-        if not self._on_observation:
+        if not self.on_observation:
             return observation, context
+        hooks = self.hooks
         data = observation.data if observation is not None else None
         event = ObservationEmittedEvent(
-            self._session_id,
-            self._route,
+            self.session_id,
+            self.route,
             state.episode_id,
             state.episode_record_id,
             state.episode_ids(),
@@ -702,108 +696,105 @@ class RuntimeDriver:
             state.step,
             0,
             is_reset,
-            self.spec.num_envs,
-            self._observation_space,
+            self.num_envs,
+            self.observation_space,
             data,
         )
-        hooks = self._hooks
         if hooks.listeners("transform_observation"):
             await hooks.transform("transform_observation", event)
         sent = event.observation  # what the transforms left; observers only look
         await hooks.fire("observation_emitted", event)
         if sent is not data:
             observation = (
-                None
-                if sent is None
-                else SpaceBatch.from_bytes(self._observation_codec, sent, self.spec.num_envs)  # type: ignore[arg-type]
+                None if sent is None else SpaceBatch.from_bytes(self.observation_codec, sent, self.num_envs)  # type: ignore[arg-type]
             )
         return observation, context
 
-    # -- endings ------------------------------------------------------------------------------
+    # -- endings (docs/design/runtime.md#normal-end-and-failure) --------------------------------
 
-    async def _end(self, state: RouteState, reason: str) -> RuntimeReport:
-        """The normal end (docs/design/runtime.md#normal-end-and-failure)."""
-        hooks = self._hooks
-        timing = self._run_timing
-        if self._telemetry_on:
+    async def end(self, reason: str) -> RuntimeReport:
+        """The normal end: telemetry, closes, ``session_ended``, the report."""
+        state, hooks, timing = self.state, self.hooks, self.timing
+        if self.telemetry_on:
             now_ns = perf_counter_ns()
-            window = timing.flush_window(self._session_id, self._route, now_ns)
-            if window is not None and self._on_window:
+            window = timing.flush_window(self.session_id, self.route, now_ns)
+            if window is not None and self.on_window:
                 await hooks.fire("telemetry_window", window)
-            summary = timing.summary(self._session_id, self._route, now_ns)
-            if summary is not None and self._on_summary:
+            summary = timing.summary(self.session_id, self.route, now_ns)
+            if summary is not None and self.on_summary:
                 await hooks.fire("telemetry_summary", summary)
-        await self._shutdown_terminal_route(state, reason, state.close_route_request(reason))
+        await self.close_endpoints(reason)
         if hooks.listeners("session_ended"):
             await hooks.fire(
                 "session_ended",
                 SessionEndedEvent(
-                    self._session_id, self._route, reason, state.total_steps, state.total_episodes
+                    self.session_id, self.route, reason, state.total_steps, state.total_episodes
                 ),
             )
         _log.info(timing.summary_log_line(state.total_steps, state.total_episodes))
-        return RuntimeReport(
-            self.spec.session_id, self.spec.route_id, state.total_steps, state.total_episodes, reason
-        )
+        return RuntimeReport(self.session_id, self.route_id, state.total_steps, state.total_episodes, reason)
 
-    async def _shutdown_after_failure(self, state: RouteState, error: BaseException) -> None:
+    async def shutdown_after_failure(self, error: BaseException) -> None:
         """The failure path: close, then ``session_failed`` exactly once.
-
-        See docs/design/runtime.md#normal-end-and-failure.
 
         If the task is cancelled (again) during the closes, ``session_failed`` still fires,
         then that cancellation propagates.
         """
-        if self._failed_reported:
+        if self.failed_reported:
             return
-        self._failed_reported = True
+        self.failed_reported = True
         reason = _reason_of(error)
         try:
-            if not self._closed:
-                await self._shutdown_terminal_route(state, reason, state.close_route_request(reason))
+            if not self.closed:
+                await self.close_endpoints(reason)
         finally:
-            await self._hooks.fire(
-                "session_failed", SessionFailedEvent(self.spec.session_id, self.spec.route_context(), reason)
+            await self.hooks.fire(
+                "session_failed", SessionFailedEvent(self.session_id, self.spec.route_context(), reason)
             )
 
-    async def _shutdown_terminal_route(
-        self, state: RouteState, reason: str, request: model_pb2.CloseRouteRequest
-    ) -> None:
+    async def close_endpoints(self, reason: str) -> None:
         """Close the model route and (if owned) the env, concurrently, each bounded; never raises."""
-        self._closed = True
-        timeout = self.spec.limits.service_close_timeout
-        closes = [self._close_model(request, timeout, reason)]
+        self.closed = True
+        closes = [self.close_model(self.state.close_route_request(reason), reason)]
         if self.spec.close_env_on_end:
-            closes.append(self._close_env(timeout))
+            closes.append(self.close_env())
         else:
             _log.debug(
                 "skipping environment close for route %s (%s); endpoint remains owned by the run",
-                state.route_id,
+                self.route_id,
                 reason,
             )
         await asyncio.gather(*closes)
 
-    async def _close_env(self, timeout: float) -> None:
-        close = getattr(self.env, "close", None)
+    async def close_env(self) -> None:
+        close = getattr(self.driver.env, "close", None)
         if close is None:
             return
+        timeout = self.close_timeout
         try:
-            outcome = await _guard.call_bounded(close, timeout, timeout=timeout)
-        except Exception as err:
-            _log.warning("environment close failed during route shutdown: %s", err)
-            return
-        if outcome == _guard.TIMED_OUT:
+            await _bounded(close, timeout)
+        except OperationTimedOut:
             _log.warning(
                 "environment close timed out during route shutdown; abandoning close (timeout_ms=%d)",
                 round(timeout * 1000) if timeout != math.inf else -1,
             )
+        except Exception as err:
+            _log.warning("environment close failed during route shutdown: %s", err)
 
-    async def _close_model(self, request: model_pb2.CloseRouteRequest, timeout: float, reason: str) -> None:
-        close_route = getattr(self.model, "close_route", None)
+    async def close_model(self, request: model_pb2.CloseRouteRequest, reason: str) -> None:
+        close_route = getattr(self.driver.model, "close_route", None)
         if close_route is None:
             return
+        timeout = self.close_timeout
         try:
-            outcome = await _guard.call_bounded(close_route, request, timeout, timeout=timeout)
+            await _bounded(close_route, timeout, request)
+        except OperationTimedOut:
+            _log.warning(
+                "model route close timed out during route shutdown; relying on owner shutdown "
+                "(timeout_ms=%d, reason=%s)",
+                round(timeout * 1000) if timeout != math.inf else -1,
+                reason,
+            )
         except Exception as err:
             _log.warning(
                 "model route close failed during route shutdown; relying on owner shutdown "
@@ -811,11 +802,10 @@ class RuntimeDriver:
                 err,
                 reason,
             )
-            return
-        if outcome == _guard.TIMED_OUT:
-            _log.warning(
-                "model route close timed out during route shutdown; relying on owner shutdown "
-                "(timeout_ms=%d, reason=%s)",
-                round(timeout * 1000) if timeout != math.inf else -1,
-                reason,
-            )
+
+
+async def _bounded(close: Any, timeout: float, *args: object) -> None:
+    """``close(*args, timeout)`` for at most ``timeout`` seconds (a plain function counts as done)."""
+    result = close(*args, timeout)
+    if inspect.isawaitable(result):
+        await await_guarded(result, timeout, None, getattr(close, "__qualname__", "close"))

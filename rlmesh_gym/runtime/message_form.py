@@ -21,8 +21,8 @@ import numpy as np
 
 from rlmesh_gym._wire import STEP_REWARDS, STEP_TERMINATED_MASK, STEP_TRUNCATED_MASK, varint
 from rlmesh_gym.proto import core_pb2, env_pb2, model_pb2, spaces_pb2
-from rlmesh_gym.runtime._guard import require_awaitable
 from rlmesh_gym.runtime.errors import ModelRouteMismatchError, ProtocolError
+from rlmesh_gym.runtime.guarded import require_awaitable
 from rlmesh_gym.runtime.seams import (
     ArrayPredictContext,
     CompletedEpisode,
@@ -310,6 +310,10 @@ class MessageEnvPort:
         batch.telemetry = result.telemetry
         return batch
 
+    async def close(self, timeout: float) -> None:
+        """Close the env behind the port."""
+        await require_awaitable(self.env.close(timeout), "env.close")
+
 
 class MessageModelPort:
     """A message-form :class:`RuntimeModel` seen through the array form.
@@ -350,3 +354,7 @@ class MessageModelPort:
             if echoed != expected:
                 raise ModelRouteMismatchError(self._component_id, expected.request_id)
         return ModelActionBatch(_payload(response.action, self._codec, context.rows), result.telemetry)
+
+    async def close_route(self, request: model_pb2.CloseRouteRequest, timeout: float) -> None:
+        """End the route on the model behind the port."""
+        await require_awaitable(self.model.close_route(request, timeout), "model.close_route")

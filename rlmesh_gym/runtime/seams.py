@@ -51,7 +51,9 @@ __all__ = [
     "RuntimeEnvStep",
     "RuntimeModel",
     "RuntimeModelPrediction",
+    "RunsInline",
     "TracksEpisodeIds",
+    "has_array_form",
     "is_runtime_env",
     "is_runtime_model",
 ]
@@ -130,9 +132,18 @@ class RuntimeModel(Protocol):
         return None
 
 
+_ENV_FORMS = (("reset_arrays", "step_arrays"), ("reset", "step"))
+_MODEL_FORMS = (("predict_arrays",), ("predict",))
+
+
+def _has_coroutines(obj: object, names: tuple[str, ...]) -> bool:
+    return all(inspect.iscoroutinefunction(getattr(obj, name, None)) for name in names)
+
+
 def is_runtime_env(obj: object) -> bool:
-    """Whether ``obj`` is a ready message-form env: ``reset`` and ``step`` are ``async def``
-    methods and it has a ``contract`` (docs/design/runtime.md#seam-rule).
+    """Whether ``obj`` is a ready env, in either form: ``reset_arrays``/``step_arrays`` or
+    ``reset``/``step`` are ``async def`` methods, and it has a ``contract``
+    (docs/design/runtime.md#seam-rule).
 
     ``isinstance(obj, RuntimeEnv)`` is not this test: a runtime-checkable protocol checks only
     that the names exist, and a plain ``gymnasium.Env`` has ``reset``, ``step`` and ``close`` too.
@@ -147,26 +158,47 @@ def is_runtime_env(obj: object) -> bool:
     >>> is_runtime_env(GymnasiumLike()), is_runtime_env(Env())
     (False, True)
     """
-    return hasattr(obj, "contract") and all(
-        inspect.iscoroutinefunction(getattr(obj, name, None)) for name in ("reset", "step")
-    )
+    return hasattr(obj, "contract") and any(_has_coroutines(obj, names) for names in _ENV_FORMS)
 
 
 def is_runtime_model(obj: object) -> bool:
-    """Whether ``obj`` is a ready message-form model: ``predict`` is an ``async def`` method
-    (docs/design/runtime.md#seam-rule). A plain callable or an ``nn.Module`` is not one.
+    """Whether ``obj`` is a ready model, in either form: ``predict_arrays`` or ``predict`` is an
+    ``async def`` method (docs/design/runtime.md#seam-rule). A plain callable or an
+    ``nn.Module`` is not one.
 
     >>> class Model:
     ...     async def predict(self, request): ...
     >>> is_runtime_model(Model()), is_runtime_model(lambda observations: observations)
     (True, False)
     """
-    return inspect.iscoroutinefunction(getattr(obj, "predict", None))
+    return any(_has_coroutines(obj, names) for names in _MODEL_FORMS)
+
+
+def has_array_form(peer: object) -> bool:
+    """Whether an env or model has the array form (``reset_arrays``/``step_arrays`` or
+    ``predict_arrays`` as ``async def`` methods); the driver uses it as it is, and sees any
+    other peer through :mod:`rlmesh_gym.runtime.message_form`."""
+    return _has_coroutines(peer, _ENV_FORMS[0]) or _has_coroutines(peer, _MODEL_FORMS[0])
 
 
 # -- optional capabilities ----------------------------------------------------------------------
 # What an env or a model may offer beyond its seam. Callers test for one with ``isinstance`` and
 # do without it otherwise (docs/design/runtime.md#seam-rule); GymVectorEnv has the env ones.
+
+
+@runtime_checkable
+class RunsInline(Protocol):
+    """An in-process peer whose operations never suspend: each runs to its end inside the
+    ``await`` on the caller's thread (the gymnasium and torch adapters, unless offloaded).
+
+    The driver awaits such a peer plainly, with no timer or task around the call (nothing
+    could interrupt it anyway), and applies its limit and the cancellation token when the call
+    returns (docs/design/runtime.md#operations-and-their-limits). ``runs_inline`` may be
+    ``False`` for an instance that does suspend (an env offloaded to a thread).
+    """
+
+    @property
+    def runs_inline(self) -> bool: ...
 
 
 @runtime_checkable

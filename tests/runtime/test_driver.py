@@ -984,32 +984,28 @@ def test_operations_that_wait_within_their_limit_succeed() -> None:
     assert report.total_steps == 2
 
 
-def test_a_timed_out_operation_is_abandoned_not_awaited() -> None:
-    release = asyncio.Event
-    state = {"cancelled": 0, "finished": False}
+def test_a_timed_out_operation_is_cancelled_and_unwinds_before_the_timeout_is_reported() -> None:
+    events = []
 
-    class Stubborn(EchoModel):
+    class SlowToStop(EchoModel):
         async def predict(self, request):
             try:
                 await asyncio.sleep(3600)
             except asyncio.CancelledError:
-                state["cancelled"] += 1
-                await state["release"].wait()  # refuses to stop promptly
-                state["finished"] = True
+                events.append("cancelled")
+                await asyncio.sleep(0.01)  # cleanup that awaits, as asyncio.timeout lets it
+                events.append("cleaned up")
                 raise
 
-    async def scenario():
-        state["release"] = release()
-        spec = single_env_spec(limits=RuntimeLimits(model_predict_timeout=0.001))
-        with pytest.raises(OperationTimeoutError):
-            await RuntimeDriver(spec, CountingEnv(), Stubborn()).run()
-        assert state == {"cancelled": 1, "finished": False, "release": state["release"]}
-        state["release"].set()
-        for _ in range(5):
-            await asyncio.sleep(0)
-        assert state["finished"]
+    class Hooks(RecordingHooks):
+        async def session_failed(self, event):
+            events.append("session_failed")
 
-    asyncio.run(scenario())
+    spec = single_env_spec(limits=RuntimeLimits(model_predict_timeout=0.001))
+    with pytest.raises(OperationTimeoutError) as caught:
+        asyncio.run(RuntimeDriver(spec, CountingEnv(), SlowToStop(), Hooks()).run())
+    assert caught.value.operation == "model.predict"
+    assert events == ["cancelled", "cleaned up", "session_failed"]
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout is new in Python 3.11")

@@ -113,8 +113,8 @@ def test_generator_based_coroutines_count_as_awaitable():
 
     import pytest
 
-    from rlmesh_gym.runtime._guard import require_awaitable
     from rlmesh_gym.runtime.errors import ProtocolError
+    from rlmesh_gym.runtime.guarded import require_awaitable
 
     @types.coroutine
     def legacy():

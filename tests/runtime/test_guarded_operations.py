@@ -17,7 +17,6 @@ from rlmesh_gym.runtime import (
     OperationTimeoutError,
     RuntimeDriver,
     RuntimeLimits,
-    _guard,
 )
 
 needs_timeout = pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout is new in 3.11")
@@ -151,12 +150,7 @@ class CancelsItself(EchoModel):
 
 
 @pytest.mark.parametrize("suspend", [False, True], ids=["synchronous", "after-suspending"])
-@pytest.mark.parametrize("python_310_view", [False, True], ids=["cancelling-count", "no-cancelling-count"])
-def test_a_cancelled_error_raised_by_the_model_is_a_model_error(monkeypatch, suspend, python_310_view):
-    if python_310_view:
-        # Python 3.10 has no Task.cancelling(): _cancel_outstanding() then says "yes" whenever
-        # it is asked; the decision must not depend on it.
-        monkeypatch.setattr(_guard, "_cancel_outstanding", lambda: True)
+def test_a_cancelled_error_raised_by_the_model_is_a_model_error(suspend):
     hooks = RecordingHooks()
     with pytest.raises(ModelRpcError) as caught:
         asyncio.run(RuntimeDriver(single_env_spec(), CountingEnv(), CancelsItself(suspend), hooks).run())
@@ -165,10 +159,7 @@ def test_a_cancelled_error_raised_by_the_model_is_a_model_error(monkeypatch, sus
     assert [e.reason for e in hooks.named("session_failed")] == [str(caught.value)]
 
 
-@pytest.mark.parametrize("python_310_view", [False, True], ids=["cancelling-count", "no-cancelling-count"])
-def test_a_cancelled_error_raised_by_the_env_is_an_env_error(monkeypatch, python_310_view) -> None:
-    if python_310_view:
-        monkeypatch.setattr(_guard, "_cancel_outstanding", lambda: True)
+def test_a_cancelled_error_raised_by_the_env_is_an_env_error() -> None:
 
     class Quits(CountingEnv):
         async def step(self, request):
@@ -195,10 +186,7 @@ def test_a_close_that_raises_cancelled_error_is_a_failed_close(caplog) -> None:
 # -- the driver task's own cancellation --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("python_310_view", [False, True], ids=["cancelling-count", "no-cancelling-count"])
-def test_cancelling_the_task_during_a_model_cleanup_still_cancels_the_run(monkeypatch, python_310_view):
-    if python_310_view:
-        monkeypatch.setattr(_guard, "_cancel_outstanding", lambda: True)
+def test_cancelling_the_task_during_a_model_cleanup_still_cancels_the_run():
     cleanups = []
 
     class CleansUp(EchoModel):
