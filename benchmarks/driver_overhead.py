@@ -1,12 +1,13 @@
 """Per-step overhead of the runtime driver, against the bare cost of the env and model calls.
 
-Both forms of the seams are measured: fakes with the array form (``step_arrays`` /
-``predict_arrays``, what in-process adapters implement and ``evaluate()`` runs on) and fakes
-with only the message form (protobuf requests and responses, as a user-written env or model or
-a remote peer; the driver goes through its message ports).
+Three forms of the seams are measured: fakes with the array form (``step_arrays`` /
+``predict_arrays``) that run inline (``runs_inline``: what the in-process adapters are and
+``evaluate()`` runs on; plain awaits), the same fakes not declaring it (the driver awaits them
+inside ``asyncio.timeout``, as offloaded envs: this costs the standard library's timeout), and
+fakes with only the message form (protobuf requests and responses, as a user-written env or
+model or a remote peer; the driver goes through its message ports, guarded too).
 
-Times are CPU time of this process (time.process_time), so other work on a shared machine
-inflates them less than wall time would.
+Times are wall time; run it on an idle machine (it prints the load average before and after).
 
 An in-process fake env (NEXT_STEP autoreset, every lane's episode lasts --episode-steps
 steps, lanes staggered so episodes end on different steps) and a fake model that echoes the
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import os
 import pstats
 import time
 
@@ -135,7 +137,8 @@ ACTION_SPEC = spaces_pb2.SpaceSpec(dtype=spaces_pb2.D_TYPE_INT64, discrete=space
 class FakeArrayEnv:
     """FakeEnv's episodes in array form: prebuilt batches, CompletedEpisode records."""
 
-    def __init__(self, num_envs: int, length: int, stop_after: int = 0) -> None:
+    def __init__(self, num_envs: int, length: int, stop_after: int = 0, inline: bool = True) -> None:
+        self.runs_inline = inline
         self.num_envs = num_envs
         self.length = length
         self.stop_after = stop_after
@@ -175,7 +178,8 @@ class FakeArrayEnv:
 class FakeArrayModel:
     """A prebuilt action batch."""
 
-    def __init__(self, num_envs: int) -> None:
+    def __init__(self, num_envs: int, inline: bool = True) -> None:
+        self.runs_inline = inline
         codec = SpaceCodec(ACTION_SPEC, name="action")
         self.action = SpaceBatch.from_values(codec, np.zeros(num_envs, dtype=np.int64), num_envs)
 
@@ -220,32 +224,36 @@ async def bare_loop(num_envs: int, steps: int) -> float:
     for lane in range(num_envs):
         request.context.slots.add(env_index=lane, episode_id=env.ids[lane], step=1)
     step_request = env_pb2.StepRequest(action=model.action, timeout_ms=300_000)
-    started = time.process_time()
+    started = time.perf_counter()
     for _ in range(steps):
         await model.predict(request)
         await env.step(step_request)
-    return (time.process_time() - started) / steps * 1e6
+    return (time.perf_counter() - started) / steps * 1e6
 
 
 async def bare_array_loop(num_envs: int, steps: int) -> float:
     """The array-form env and model calls alone."""
     env, model = FakeArrayEnv(num_envs, args.episode_steps), FakeArrayModel(num_envs)
     reset = await env.reset_arrays([], [])
-    started = time.process_time()
+    started = time.perf_counter()
     for _ in range(steps):
         prediction = await model.predict_arrays(reset.observation, None)
         await env.step_arrays(prediction.action)
-    return (time.process_time() - started) / steps * 1e6
+    return (time.perf_counter() - started) / steps * 1e6
 
 
-async def driver_loop(num_envs: int, steps: int, hooks: list[RuntimeHooks], arrays: bool = False) -> float:
-    """A driver run of exactly `steps` steps."""
-    env_class, model_class = (FakeArrayEnv, FakeArrayModel) if arrays else (FakeEnv, FakeModel)
-    env = env_class(num_envs, args.episode_steps, stop_after=steps)
-    driver = env.driver = RuntimeDriver(make_spec(num_envs), env, model_class(num_envs), hooks)
-    started = time.process_time()
+async def driver_loop(num_envs: int, steps: int, hooks: list[RuntimeHooks], form: str) -> float:
+    """A driver run of exactly `steps` steps on fakes of `form` (see FORMS)."""
+    if form == "message":
+        env, model = FakeEnv(num_envs, args.episode_steps, stop_after=steps), FakeModel(num_envs)
+    else:
+        inline = form == "inline array"
+        env = FakeArrayEnv(num_envs, args.episode_steps, stop_after=steps, inline=inline)
+        model = FakeArrayModel(num_envs, inline=inline)
+    driver = env.driver = RuntimeDriver(make_spec(num_envs), env, model, hooks)
+    started = time.perf_counter()
     report = await driver.run()
-    elapsed = time.process_time() - started
+    elapsed = time.perf_counter() - started
     assert report.total_steps == steps, report
     return elapsed / steps * 1e6
 
@@ -254,31 +262,42 @@ def best(measure) -> float:
     return min(asyncio.run(measure()) for _ in range(args.repeats))
 
 
+FORMS = (("inline array", bare_array_loop), ("guarded array", bare_array_loop), ("message", bare_loop))
+
+
+def machine_load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min) / {five:.2f} (5 min) on {os.cpu_count()} cores"
+
+
 print(
     f"driver overhead: {args.steps} steps per run, best of {args.repeats}, {args.episode_steps}-step episodes"
 )
-print("CPU us/step   bare = env+model calls alone, overhead = driver - bare")
+print(f"before: {machine_load()}")
+print("wall us/step   bare = env+model calls alone, overhead = driver - bare")
 overheads = {}
-for form, bare_measure in (("array", bare_array_loop), ("message", bare_loop)):
-    arrays = form == "array"
+for form, bare_measure in FORMS:
     print(f"\n{form} form of the seams")
     print(f"{'N':>4} {'bare':>8} {'driver':>8} {'overhead':>9} {'+hooks':>8} {'overhead':>9}")
     for num_envs in args.lanes:
         bare = best(lambda n=num_envs, measure=bare_measure: measure(n, args.steps))
-        plain = best(lambda n=num_envs, a=arrays: driver_loop(n, args.steps, [], a))
-        hooked = best(lambda n=num_envs, a=arrays: driver_loop(n, args.steps, [TypicalHooks()], a))
+        plain = best(lambda n=num_envs, f=form: driver_loop(n, args.steps, [], f))
+        hooked = best(lambda n=num_envs, f=form: driver_loop(n, args.steps, [TypicalHooks()], f))
         overheads[form, num_envs] = plain - bare
         row = f"{bare:>8.2f} {plain:>8.2f} {plain - bare:>9.2f} {hooked:>8.2f} {hooked - bare:>9.2f}"
         print(f"{num_envs:>4} {row}")
-if ("array", 1) in overheads:
-    verdict = "met" if overheads["array", 1] <= 25 else "NOT met"
-    print(f"\ngoal <= 25 us/step overhead at N=1 without hooks (array form): {verdict}")
+print(f"\nafter: {machine_load()}")
+if ("inline array", 1) in overheads:
+    verdict = "met" if overheads["inline array", 1] <= 25 else "NOT met"
+    print(f"goal <= 25 us/step overhead at N=1 without hooks (inline array form): {verdict}")
 
 if args.profile:
     num_envs = args.lanes[0]
     profiler = cProfile.Profile()
     profiler.enable()
-    asyncio.run(driver_loop(num_envs, args.steps, [TypicalHooks()] if args.profile_hooks else [], True))
+    asyncio.run(
+        driver_loop(num_envs, args.steps, [TypicalHooks()] if args.profile_hooks else [], "inline array")
+    )
     profiler.disable()
     hooks_text = "typical" if args.profile_hooks else "no"
     print(f"\ncProfile of the driver, array form, N={num_envs} ({hooks_text} hooks):")

@@ -172,7 +172,9 @@ else:
         if operation.cancelled():
             try:
                 operation.result()
-            except asyncio.CancelledError as own:  # nobody cancelled it: the operation's own
+            except asyncio.CancelledError as error:  # nobody cancelled it: the operation's own
+                # 3.10's Task.result() raises a fresh CancelledError, the operation's as context.
+                own = error.__context__ if isinstance(error.__context__, asyncio.CancelledError) else error
                 raise OperationCancelled(own) from own
         return operation.result()
 
