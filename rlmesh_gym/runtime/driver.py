@@ -150,10 +150,10 @@ def _runs_inline(peer: object) -> bool:
     return isinstance(peer, RunsInline) and peer.runs_inline is True
 
 
-def _limit_ns(seconds: float) -> int:
-    """A positive finite limit in nanoseconds, for checking an operation after it returned; 0 for
-    none (no limit, or zero: "never wait", which an operation that returned did not do)."""
-    return round(seconds * 1e9) if 0 < seconds < math.inf else 0
+def _limit_ns(seconds: float) -> float:
+    """A limit in nanoseconds, for checking an operation after it returned: ``math.inf`` for no
+    limit and for zero ("never wait", which an operation that returned did not do)."""
+    return seconds * 1e9 if 0 < seconds < math.inf else math.inf
 
 
 def _payload_size(batch: SpaceBatch | None) -> int:
@@ -376,7 +376,12 @@ class _Run:
                 return await self.end(driver._stop_reason)
             # Next observation: the step's, unless DISABLED lanes finished their current episode.
             if self.observational or not completed or not (done_lanes := self.done_lanes(completed)):
-                observation, context = await self.emit_observation(step.observation, _STEP_OBSERVATION, False)
+                if self.on_observation:
+                    observation, context = await self.emit_observation(
+                        step.observation, _STEP_OBSERVATION, False
+                    )
+                else:
+                    observation, context = step.observation, state.predict_context(_STEP_OBSERVATION)
             else:
                 observation, context = await self.reset_finished_lanes(done_lanes)
 
@@ -398,8 +403,6 @@ class _Run:
         self, observation: SpaceBatch | None, context: ArrayPredictContext
     ) -> SpaceBatch | None:
         """Ask the model for the next actions; the actions after the action hooks."""
-        step = self.state.step
-        self.check_token(step)
         started_ns = perf_counter_ns()
         try:
             if self.model_inline:
@@ -411,13 +414,15 @@ class _Run:
         except RuntimeDriverError:
             raise
         except Exception as error:
-            raise self.failure(_PREDICT, step, error) from _cause_of(error)
+            raise self.failure(_PREDICT, self.state.step, error) from _cause_of(error)
         except asyncio.CancelledError as error:
             if not self.model_inline:
                 raise  # the task's own: a guarded peer's own CancelledError is OperationCancelled
-            raise self.failure(_PREDICT, step, error) from error
+            raise self.failure(_PREDICT, self.state.step, error) from error
         model_ns = self.model_ns = perf_counter_ns() - started_ns
-        self.check_returned(_PREDICT, step, model_ns, self.predict_limit_ns, self.predict_timeout)
+        token = self.token
+        if model_ns > self.predict_limit_ns or (token is not None and token.cancelled):
+            raise self.refused(_PREDICT, self.state.step)
         if type(prediction) is not ModelActionBatch and not isinstance(prediction, ModelActionBatch):
             raise ProtocolError(
                 f"model.predict_arrays returned {type(prediction).__name__}; expected ModelActionBatch"
@@ -427,14 +432,12 @@ class _Run:
         if self.telemetry_on:
             timing.record_operation_telemetry(self.model_component_id, prediction.telemetry)
         if self.on_action:
-            return await self.emit_action(prediction.action, step + 1)
+            return await self.emit_action(prediction.action, self.state.step + 1)
         return prediction.action
 
     async def step(self, actions: SpaceBatch | None) -> EnvStepBatch:
         """Step the env with ``actions``, record the step and fire ``step_completed``."""
         state = self.state
-        action_step = state.step + 1
-        self.check_token(action_step)
         started_ns = perf_counter_ns()
         try:
             if self.env_inline:
@@ -444,13 +447,15 @@ class _Run:
         except RuntimeDriverError:
             raise
         except Exception as error:
-            raise self.failure(_STEP, action_step, error) from _cause_of(error)
+            raise self.failure(_STEP, state.step + 1, error) from _cause_of(error)
         except asyncio.CancelledError as error:
             if not self.env_inline:
                 raise  # the task's own: a guarded peer's own CancelledError is OperationCancelled
-            raise self.failure(_STEP, action_step, error) from error
+            raise self.failure(_STEP, state.step + 1, error) from error
         env_ns = perf_counter_ns() - started_ns
-        self.check_returned(_STEP, action_step, env_ns, self.step_limit_ns, self.step_timeout)
+        token = self.token
+        if env_ns > self.step_limit_ns or (token is not None and token.cancelled):
+            raise self.refused(_STEP, state.step + 1)
         if type(stepped) is not EnvStepBatch and not isinstance(stepped, EnvStepBatch):
             raise ProtocolError(f"env.step_arrays returned {type(stepped).__name__}; expected EnvStepBatch")
         timing = self.timing
@@ -514,7 +519,9 @@ class _Run:
 
     async def reset(self, env_indices: Sequence[int], seeds: list[int], step: int) -> EnvResetBatch:
         """One ``env.reset`` (every lane for empty ``env_indices``), timed."""
-        self.check_token(step)
+        token = self.token
+        if token is not None and token.cancelled:  # a pre-cancelled run never calls env.reset
+            raise RouteCancelledError(self.route_id, step, self.cancellation_reason)
         started_ns = perf_counter_ns()
         try:
             if self.env_inline:
@@ -532,7 +539,8 @@ class _Run:
                 raise  # the task's own: a guarded peer's own CancelledError is OperationCancelled
             raise self.failure(_RESET, step, error) from error
         elapsed_ns = perf_counter_ns() - started_ns
-        self.check_returned(_RESET, step, elapsed_ns, self.reset_limit_ns, self.reset_timeout)
+        if elapsed_ns > self.reset_limit_ns or (token is not None and token.cancelled):
+            raise self.refused(_RESET, step)
         if type(reset) is not EnvResetBatch and not isinstance(reset, EnvResetBatch):
             raise ProtocolError(f"env.reset_arrays returned {type(reset).__name__}; expected EnvResetBatch")
         self.timing.reset.record(elapsed_ns)
@@ -566,20 +574,13 @@ class _Run:
         """``operation`` of a peer that may suspend, raced against its limit and the token."""
         return await_guarded(operation, timeout, self.token, name)
 
-    def check_token(self, step: int) -> None:
-        """A fired token stops the run before the next operation starts."""
+    def refused(self, operation: str, step: int) -> RuntimeDriverError:
+        """Why a returned result is refused: the token fired (it wins over the result), or the
+        result came after the limit (an inline call cannot be interrupted while it runs)."""
         token = self.token
         if token is not None and token.cancelled:
-            raise RouteCancelledError(self.route_id, step, self.cancellation_reason)
-
-    def check_returned(
-        self, operation: str, step: int, elapsed_ns: int, limit_ns: int, timeout: float
-    ) -> None:
-        """An operation that returned: a fired token wins over its result, and a result that
-        came after the limit (an inline call cannot be interrupted) is that timeout."""
-        self.check_token(step)
-        if limit_ns and elapsed_ns > limit_ns:
-            raise self.timed_out(operation, step, timeout)
+            return RouteCancelledError(self.route_id, step, self.cancellation_reason)
+        return self.timed_out(operation, step, self.timeout_of(operation))
 
     def failure(self, operation: str, step: int, error: BaseException) -> RuntimeDriverError:
         """The driver error for an operation that did not return a result (see :func:`_cause_of`)."""
