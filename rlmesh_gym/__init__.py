@@ -27,6 +27,8 @@ _EXPORTS = {
     "evaluate_async": "rlmesh_gym.evaluation",
     "EvalResult": "rlmesh_gym.evaluation",
     "EvaluationError": "rlmesh_gym.evaluation",
+    "EvaluationOptions": "rlmesh_gym.evaluation",
+    "RecordingOptions": "rlmesh_gym.recording",
     "EpisodeRecord": "rlmesh_gym.recording",
     "GymVectorEnv": "rlmesh_gym.envs",
     "TorchPolicy": "rlmesh_gym.policies",
@@ -48,8 +50,10 @@ __all__ = [
     "EpisodeRecorder",
     "EvalResult",
     "EvaluationError",
+    "EvaluationOptions",
     "GymVectorEnv",
     "RandomPolicy",
+    "RecordingOptions",
     "RuntimeDriver",
     "RuntimeSessionSpec",
     "TorchPolicy",
@@ -69,12 +73,13 @@ if TYPE_CHECKING:
         Comparison,
         EvalResult,
         EvaluationError,
+        EvaluationOptions,
         compare,
         evaluate,
         evaluate_async,
     )
     from rlmesh_gym.policies import CallablePolicy, RandomPolicy, TorchPolicy, load_pretrained
-    from rlmesh_gym.recording import EpisodeRecorder, load_recording, replay_episode
+    from rlmesh_gym.recording import EpisodeRecorder, RecordingOptions, load_recording, replay_episode
     from rlmesh_gym.recording.episode_record import EpisodeRecord
     from rlmesh_gym.runtime import RuntimeDriver, RuntimeSessionSpec
     from rlmesh_gym.spaces import space_spec
