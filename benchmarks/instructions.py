@@ -13,8 +13,9 @@ The ratio is ``evaluate()``'s count over the hand loop's for the same episodes (
 better); the goal is at most 1.05x. The hand loop resets its lanes with ``evaluate()``'s seeds,
 so both count the same episodes; a row whose counted env-steps differ says so.
 
-CPython under callgrind runs about 50 times slower, so this takes a few minutes (imports alone
-take about two); ``--quick`` runs smaller workloads (a smoke test, its ratios noisier).
+CPython under callgrind runs about 50 times slower, so this takes a few minutes on an idle
+machine (imports alone take about two); ``--quick`` runs short episodes only, fewer of them
+(a smoke test).
 
     python benchmarks/instructions.py             # long and short, N in {1, 8}
     python benchmarks/instructions.py --quick
@@ -45,13 +46,14 @@ void rlmesh_bench_dump(const char *label) { CALLGRIND_DUMP_STATS_AT(label); }
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--lanes", type=int, nargs="+", default=[1, 8], help="lane counts N")
-parser.add_argument("--workloads", nargs="+", default=["long", "short"], choices=["long", "short"])
-parser.add_argument("--env-steps", type=int, default=None, help="counted env-steps per run (default 2000)")
+parser.add_argument("--workloads", nargs="+", default=None, choices=["long", "short"])
+parser.add_argument("--env-steps", type=int, default=None, help="counted env-steps per run (default 500)")
 parser.add_argument("--seed", type=int, default=0)
-parser.add_argument("--quick", action="store_true", help="small workloads: a smoke test")
+parser.add_argument("--quick", action="store_true", help="short episodes only, 100 env-steps: a smoke test")
 parser.add_argument("--child", metavar="MARKER_LIBRARY", help=argparse.SUPPRESS)  # the run under callgrind
 args = parser.parse_args()
-env_steps = args.env_steps if args.env_steps is not None else (300 if args.quick else 2000)
+env_steps = args.env_steps if args.env_steps is not None else (100 if args.quick else 500)
+workloads = args.workloads or (["short"] if args.quick else ["long", "short"])
 
 
 def child(marker_library: str) -> None:
@@ -61,7 +63,7 @@ def child(marker_library: str) -> None:
 
     marker = ctypes.CDLL(marker_library)
     runners = {"hand": run_hand, "evaluate": run_evaluate}
-    for workload in args.workloads:
+    for workload in workloads:
         module = policy_for(workload)
         for lanes in args.lanes:
             episodes = episodes_for(workload, lanes, env_steps)
@@ -130,7 +132,7 @@ def main() -> None:
             "--lanes",
             *map(str, args.lanes),
             "--workloads",
-            *args.workloads,
+            *workloads,
         ]
         started = time.monotonic()
         ran = subprocess.run(command, capture_output=True, text=True)
@@ -150,7 +152,7 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     by_cell = {(c["workload"], c["lanes"], c["side"]): c for c in cells}
-    for workload in args.workloads:
+    for workload in workloads:
         for lanes in args.lanes:
             hand_cell, ours_cell = by_cell[(workload, lanes, "hand")], by_cell[(workload, lanes, "evaluate")]
             hand = counts[f"{workload} {lanes} hand later"]
