@@ -7,9 +7,11 @@ neither gymnasium nor torch until something needs them::
 
     result = evaluate("CartPole-v1", "pretrained:cartpole", episodes=10, num_envs=2, seed=0)
 
-Subpackages: :mod:`rlmesh_gym.runtime` (the driver), :mod:`rlmesh_gym.envs`,
-:mod:`rlmesh_gym.policies`, :mod:`rlmesh_gym.spaces` (specs and the value codec),
-:mod:`rlmesh_gym.recording`, :mod:`rlmesh_gym.serve` (gRPC), :mod:`rlmesh_gym.proto`.
+Subpackages: :mod:`rlmesh_gym.proto` (the wire schema), :mod:`rlmesh_gym.spaces` (specs and
+the value codec), :mod:`rlmesh_gym.runtime` (the driver), :mod:`rlmesh_gym.envs`,
+:mod:`rlmesh_gym.policies`, :mod:`rlmesh_gym.recording`, :mod:`rlmesh_gym.evaluation`,
+:mod:`rlmesh_gym.serve` (gRPC), :mod:`rlmesh_gym.cli` (``rlmesh-gym``) and
+:mod:`rlmesh_gym.assets` (the shipped policy's weights).
 """
 
 from __future__ import annotations
