@@ -35,7 +35,7 @@ test-pythons:  ## the suite without torch and notebooks on each of OTHER_PYTHONS
 	done
 
 bench: $(VENV)/.installed  ## every benchmark script
-	for script in benchmarks/*.py; do $(PY) $$script || exit 1; done
+	for script in benchmarks/[!_]*.py; do $(PY) $$script || exit 1; done
 
 clean:
 	rm -rf $(VENV) .venv-* .pytest_cache .hypothesis .mypy_cache .ruff_cache

@@ -25,7 +25,7 @@ import time
 import gymnasium as gym
 import numpy as np
 
-from rlmesh_gym.evaluation import evaluate
+from rlmesh_gym.evaluation import EvaluationOptions, evaluate
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--lanes", type=int, nargs="+", default=[1, 8, 64], help="lane counts N")
@@ -102,7 +102,7 @@ def run_ours(lanes: int, episodes: int, length: int) -> tuple[float, int]:
         num_envs=lanes,
         seed=0,
         progress=False,
-        env_kwargs={"length": length},
+        options=EvaluationOptions(env_kwargs={"length": length}),
     )
     return time.perf_counter() - started, result.timings.vector_steps
 

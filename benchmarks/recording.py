@@ -31,7 +31,7 @@ import time
 
 import torch
 
-from rlmesh_gym.evaluation import evaluate
+from rlmesh_gym.evaluation import EvaluationOptions, evaluate
 from rlmesh_gym.policies.pretrained import load_pretrained
 from rlmesh_gym.recording import EpisodeRecorder, RecordingOptions, load_recording
 from rlmesh_gym.runtime import RuntimeHooks
@@ -102,7 +102,7 @@ def run(lanes: int, mode: str, record, hooks=()) -> tuple[float, float, int, int
         autoreset=mode,
         progress=False,
         record=record,
-        hooks=hooks,
+        options=EvaluationOptions(hooks=hooks),
     )
     call = time.process_time() - started
     size = os.path.getsize(path) if record is not None else 0
@@ -199,7 +199,7 @@ for lanes in args.lanes:
             seed=args.seed,
             autoreset=mode,
             progress=False,
-            hooks=[capture],
+            options=EvaluationOptions(hooks=[capture]),
         )
         contract = recording.header.contract
         per_step = statistics.median(session["plain"]) / steps

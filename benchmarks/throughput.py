@@ -1,28 +1,31 @@
-"""``evaluate()`` against a hand-written loop and SB3's ``evaluate_policy``, in one process.
+"""``evaluate()`` against a hand-written loop and SB3's ``evaluate_policy``, in wall time, in one process.
 
-Every side evaluates the same torch module on CartPole-v1 for the same K episodes on N lanes,
-counting each lane's first ``(K + i) // N`` episodes (the per-lane quotas SB3's
-``evaluate_policy`` and ``evaluate()`` both use), greedy (argmax of the logits) under
-``torch.inference_mode()``, one torch thread, env build and close included:
+Every contender evaluates the same torch module on CartPole-v1 for the same K episodes on N
+lanes (``_cartpole_contenders.py`` defines them: one torch thread each, env build and close
+included, per-lane quotas):
 
   hand      the loop a user would write: ``SyncVectorEnv`` (NEXT_STEP autoreset), seeded reset,
             ``policy(torch.as_tensor(obs)).argmax(1)``, per-lane returns and quota counting;
   sb3       ``stable_baselines3.common.evaluation.evaluate_policy`` on a ``DummyVecEnv`` of the
             same envs, through a minimal ``predict`` around the same module;
-  evaluate  ``rlmesh_gym.evaluate(env_id, module, episodes=K, num_envs=N, seed=...)``.
+  evaluate  ``rlmesh_gym.evaluate(env_id, module, episodes=K, num_envs=N, seed=...)``, defaults.
 
-Workloads: **long** (the shipped CartPole policy: every episode lasts 500 steps) and
-**short** (a seeded random-init MLP 4-64-64-2: episodes of about 9 steps). Runs are paired
-and interleaved (the order of the sides rotates every repeat); each side is timed in CPU time
-of this process (everything runs in it, on one thread), which other work on a shared machine
-disturbs less than wall time. A ratio is the median over repeats of the paired ratio
-hand time / side time (same episodes per side, so time ratio = throughput ratio), with the
-lowest and highest paired ratio after it; "env-steps/s" is the hand loop's counted episode
-steps per CPU second. Extra columns: ``evaluate()`` with a typical hook set, with recording
-on, and with ``autoreset="same_step"`` (gymnasium resets a finished lane within its last step, as
-SB3's ``DummyVecEnv`` does, instead of spending one more vector step on it).
+Extra columns: ``evaluate()`` with a typical hook set, with recording on, and with each
+autoreset mode spelled out (``next_step``, ``same_step``).
+
+Workloads: **long** (the shipped CartPole policy: 500-step episodes) and **short** (a seeded
+random-init MLP: about 9 steps). Runs are paired and interleaved (the order of the contenders
+rotates every repeat) and timed in wall time; a cell is the median over repeats of the paired
+ratio hand time / contender time (same episodes, so time ratio = throughput ratio; higher is
+faster), with the lowest and highest paired ratio after it.
+
+Wall time measures the machine as much as the code: the script prints the load average and
+core count before and after, and prints its verdict against the goals (>= 0.95x the hand loop
+on long episodes, >= 1.00x on short ones, >= SB3 in every cell) only when the 1-minute load
+average stayed at or below 1 for the whole run. Run it with nothing else running.
 
     python benchmarks/throughput.py                        # long and short, N in {1, 8, 64}
+    python benchmarks/throughput.py --quick                # a smoke test: small cells, no verdict
     python benchmarks/throughput.py --lanes 8 --repeats 9 --workloads short
     python benchmarks/throughput.py --profile 8:short      # cProfile of one evaluate() run
 """
@@ -34,105 +37,37 @@ import cProfile
 import os
 import pstats
 import statistics
+import sys
 import tempfile
 import time
-import warnings
+from pathlib import Path
 
-import gymnasium as gym
-import numpy as np
-import torch
-from stable_baselines3.common.evaluation import evaluate_policy
-from stable_baselines3.common.vec_env import DummyVecEnv
+sys.path.insert(0, str(Path(__file__).parent))
 
-from rlmesh_gym.evaluation import evaluate
-from rlmesh_gym.policies.pretrained import load_pretrained
+from _cartpole_contenders import ENV_ID, episodes_for, policy_for, run_evaluate, run_hand, run_sb3
+
+from rlmesh_gym.evaluation import EvaluationOptions
 from rlmesh_gym.runtime import RuntimeHooks
 
+GOALS = {"long": 0.95, "short": 1.00}  # evaluate() / hand loop, per workload
+MAX_LOAD = 1.0
+
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-parser.add_argument("--lanes", type=int, nargs="+", default=[1, 8, 64], help="lane counts N")
+parser.add_argument("--lanes", type=int, nargs="+", default=None, help="lane counts N (default 1 8 64)")
 parser.add_argument("--workloads", nargs="+", default=["long", "short"], choices=["long", "short"])
-parser.add_argument("--repeats", type=int, default=5, help="paired runs per row (median reported)")
-parser.add_argument("--env-steps", type=int, default=8000, help="target counted env-steps per run")
+parser.add_argument("--repeats", type=int, default=None, help="paired runs per row (default 7; median)")
+parser.add_argument("--env-steps", type=int, default=None, help="counted env-steps per run (default 8000)")
 parser.add_argument("--seed", type=int, default=0)
-parser.add_argument("--no-extras", action="store_true", help="skip the hooks and recording rows")
+parser.add_argument(
+    "--no-extras", action="store_true", help="skip the hooks, recording and autoreset columns"
+)
+parser.add_argument("--quick", action="store_true", help="N in {1, 8}, 2 repeats, 500 env-steps, no extras")
 parser.add_argument("--profile", default=None, metavar="N:WORKLOAD", help="cProfile one evaluate() run")
 args = parser.parse_args()
-
-torch.set_num_threads(1)
-ENV_ID = "CartPole-v1"
-
-
-def short_policy() -> torch.nn.Module:
-    torch.manual_seed(0)
-    return torch.nn.Sequential(
-        torch.nn.Linear(4, 64),
-        torch.nn.Tanh(),
-        torch.nn.Linear(64, 64),
-        torch.nn.Tanh(),
-        torch.nn.Linear(64, 2),
-    ).eval()
-
-
-POLICIES = {"long": load_pretrained("cartpole"), "short": short_policy()}
-MEAN_LENGTH = {"long": 500, "short": 9}
-
-
-def episodes_for(workload: str, lanes: int) -> int:
-    per_lane = max(1, -(-args.env_steps // (MEAN_LENGTH[workload] * lanes)))
-    return per_lane * lanes
-
-
-def run_hand(module: torch.nn.Module, lanes: int, episodes: int) -> tuple[float, int]:
-    """(seconds, counted env-steps) of the hand-written loop."""
-    started = time.process_time()
-    envs = gym.vector.SyncVectorEnv([lambda: gym.make(ENV_ID) for _ in range(lanes)])
-    quotas = np.array([(episodes + lane) // lanes for lane in range(lanes)])
-    counts = np.zeros(lanes, dtype=np.int64)
-    returns = np.zeros(lanes)
-    lengths = np.zeros(lanes, dtype=np.int64)
-    counted_steps = 0
-    pending = np.zeros(lanes, dtype=bool)  # NEXT_STEP: this step is the lane's reset step
-    obs, _ = envs.reset(seed=[args.seed + lane for lane in range(lanes)])
-    while (counts < quotas).any():
-        with torch.inference_mode():
-            actions = module(torch.as_tensor(obs)).argmax(dim=1).numpy()
-        obs, rewards, terminated, truncated, _ = envs.step(actions)
-        live = ~pending
-        returns[live] += rewards[live]
-        lengths[live] += 1
-        done = (terminated | truncated) & live
-        if done.any():
-            for lane in np.flatnonzero(done):
-                if counts[lane] < quotas[lane]:
-                    counts[lane] += 1
-                    counted_steps += int(lengths[lane])
-            returns[done] = 0.0
-            lengths[done] = 0
-        pending = done
-    envs.close()
-    return time.process_time() - started, counted_steps
-
-
-class _SB3Predictor:
-    """The minimal ``predict`` SB3's evaluate_policy calls, around a torch module."""
-
-    def __init__(self, module: torch.nn.Module) -> None:
-        self.module = module
-
-    def predict(self, observation, state=None, episode_start=None, deterministic=True):
-        with torch.inference_mode():
-            return self.module(torch.as_tensor(observation)).argmax(dim=1).numpy(), state
-
-
-def run_sb3(module: torch.nn.Module, lanes: int, episodes: int) -> float:
-    started = time.process_time()
-    envs = DummyVecEnv([lambda: gym.make(ENV_ID) for _ in range(lanes)])
-    envs.seed(args.seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "not wrapped with a Monitor": fine for greedy CartPole
-        evaluate_policy(_SB3Predictor(module), envs, n_eval_episodes=episodes, deterministic=True)
-    envs.close()
-    return time.process_time() - started
+lane_counts = args.lanes or ([1, 8] if args.quick else [1, 8, 64])
+repeats = args.repeats or (2 if args.quick else 7)
+env_steps = args.env_steps or (500 if args.quick else 8000)
+extras = not (args.no_extras or args.quick)
 
 
 class TypicalHooks(RuntimeHooks):
@@ -153,47 +88,55 @@ class TypicalHooks(RuntimeHooks):
         self.observations += 1
 
 
-def run_ours(module: torch.nn.Module, lanes: int, episodes: int, extra: str = "") -> float:
-    started = time.process_time()
+def run_ours(module, lanes: int, episodes: int, seed: int, extra: str = "") -> int:
     with tempfile.TemporaryDirectory() as folder:
-        evaluate(
-            ENV_ID,
-            module,
-            episodes=episodes,
-            num_envs=lanes,
-            seed=args.seed,
-            autoreset="same_step" if extra == "same_step" else "next_step",
-            progress=False,
-            hooks=[TypicalHooks()] if extra == "hooks" else (),
-            record=os.path.join(folder, "run.rlmrec") if extra == "record" else None,
-        )
-    return time.process_time() - started
+        arguments: dict = {}
+        if extra in ("next_step", "same_step"):
+            arguments["autoreset"] = extra
+        if extra == "hooks":
+            arguments["options"] = EvaluationOptions(hooks=[TypicalHooks()])
+        if extra == "record":
+            arguments["record"] = os.path.join(folder, "run.rlmrec")
+        return run_evaluate(module, lanes, episodes, seed, **arguments)
+
+
+def timed(run, *arguments) -> float:
+    started = time.perf_counter()
+    run(*arguments)
+    return time.perf_counter() - started
+
+
+def load_line(when: str) -> tuple[float, str]:
+    one, five, fifteen = os.getloadavg()
+    text = f"{when}: load average {one:.2f} {five:.2f} {fifteen:.2f} (1/5/15 min), {os.cpu_count()} cores"
+    return one, text
 
 
 if args.profile:
     lanes_text, _, workload = args.profile.partition(":")
     lanes, workload = int(lanes_text), workload or "long"
-    module, episodes = POLICIES[workload], episodes_for(workload, lanes)
-    run_ours(module, lanes, episodes)  # warm up imports and caches
+    module, episodes = policy_for(workload), episodes_for(workload, lanes, env_steps)
+    run_ours(module, lanes, episodes, args.seed)  # warm up imports and caches
     profiler = cProfile.Profile()
     profiler.enable()
-    seconds = run_ours(module, lanes, episodes)
+    seconds = timed(run_ours, module, lanes, episodes, args.seed)
     profiler.disable()
-    print(f"N={lanes} {workload}: {episodes} episodes in {seconds:.2f} s")
+    print(f"N={lanes} {workload}: {episodes} episodes in {seconds:.2f} s (wall, profiled)")
     pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
     raise SystemExit(0)
 
-sides = ["hand", "sb3", "evaluate"] + ([] if args.no_extras else ["hooks", "record", "same_step"])
+sides = ["hand", "sb3", "evaluate"] + (["hooks", "record", "next_step", "same_step"] if extras else [])
 runners = {
-    "hand": lambda m, n, k: run_hand(m, n, k)[0],
+    "hand": run_hand,
     "sb3": run_sb3,
     "evaluate": run_ours,
-    "hooks": lambda m, n, k: run_ours(m, n, k, "hooks"),
-    "record": lambda m, n, k: run_ours(m, n, k, "record"),
-    "same_step": lambda m, n, k: run_ours(m, n, k, "same_step"),
+    **{extra: lambda m, n, k, s, extra=extra: run_ours(m, n, k, s, extra) for extra in sides[3:]},
 }
+load, text = load_line("before")
+loads = [load]
+print(text)
 print(
-    f"{ENV_ID}, greedy torch MLP, one torch thread; {args.repeats} paired runs per row, medians; "
+    f"{ENV_ID}, greedy torch MLP, one torch thread; {repeats} paired runs per row, wall time, medians; "
     "ratios to the hand loop (higher is faster)"
 )
 header = f"{'workload':<8} {'N':>3} {'episodes':>8} | {'hand env-steps/s':>16} |" + "".join(
@@ -201,23 +144,54 @@ header = f"{'workload':<8} {'N':>3} {'episodes':>8} | {'hand env-steps/s':>16} |
 )
 print(header)
 print("-" * len(header))
+misses: list[str] = []
 for workload in args.workloads:
-    module = POLICIES[workload]
-    for lanes in args.lanes:
-        episodes = episodes_for(workload, lanes)
+    module = policy_for(workload)
+    for lanes in lane_counts:
+        episodes = episodes_for(workload, lanes, env_steps)
         for side in sides:  # warm-up
-            runners[side](module, lanes, episodes)
+            runners[side](module, lanes, episodes, args.seed)
         times: dict[str, list[float]] = {side: [] for side in sides}
-        counted = run_hand(module, lanes, episodes)[1]
-        for repeat in range(args.repeats):
+        counted = run_hand(module, lanes, episodes, args.seed)
+        for repeat in range(repeats):
             shift = repeat % len(sides)
             for side in sides[shift:] + sides[:shift]:
-                times[side].append(runners[side](module, lanes, episodes))
+                times[side].append(timed(runners[side], module, lanes, episodes, args.seed))
+        ratios = {
+            side: sorted(base / other for base, other in zip(times["hand"], times[side], strict=True))
+            for side in sides[1:]
+        }
+        cells = [
+            f" {statistics.median(paired):>5.2f}x ({paired[0]:.2f}-{paired[-1]:.2f})"
+            for paired in ratios.values()
+        ]
         hand = statistics.median(times["hand"])
-        cells = []
-        for side in sides[1:]:
-            paired = sorted(base / other for base, other in zip(times["hand"], times[side], strict=True))
-            cells.append(f" {statistics.median(paired):>5.2f}x ({paired[0]:.2f}-{paired[-1]:.2f})")
         print(
             f"{workload:<8} {lanes:>3} {episodes:>8} | {counted / hand:>16,.0f} |{''.join(cells)}", flush=True
         )
+        ours = statistics.median(ratios["evaluate"])
+        if ours < GOALS[workload]:
+            misses.append(f"{workload} N={lanes}: {ours:.2f}x the hand loop (goal >= {GOALS[workload]:.2f}x)")
+        against_sb3 = statistics.median(s / e for s, e in zip(times["sb3"], times["evaluate"], strict=True))
+        if against_sb3 < 1.0:
+            misses.append(f"{workload} N={lanes}: {against_sb3:.2f}x SB3's evaluate_policy (goal >= 1.00x)")
+        loads.append(os.getloadavg()[0])
+
+load, text = load_line("after")
+loads.append(load)
+print(text)
+if max(loads) > MAX_LOAD:
+    print(
+        f"no verdict: the 1-minute load average reached {max(loads):.2f} (above {MAX_LOAD:.0f}) during "
+        "the run, so these wall times measure the machine's other work as much as the code; "
+        "rerun on an idle machine"
+    )
+elif args.quick:
+    print("no verdict: --quick runs too few, too small cells for one")
+elif misses:
+    print("verdict: goals NOT met:\n  " + "\n  ".join(misses))
+else:
+    print(
+        "verdict: every goal met (>= 0.95x the hand loop on long episodes, >= 1.00x on short, "
+        ">= SB3 everywhere)"
+    )

@@ -7,9 +7,11 @@ neither gymnasium nor torch until something needs them::
 
     result = evaluate("CartPole-v1", "pretrained:cartpole", episodes=10, num_envs=2, seed=0)
 
-Subpackages: :mod:`rlmesh_gym.runtime` (the driver), :mod:`rlmesh_gym.envs`,
-:mod:`rlmesh_gym.policies`, :mod:`rlmesh_gym.spaces` (specs and the value codec),
-:mod:`rlmesh_gym.recording`, :mod:`rlmesh_gym.serve` (gRPC), :mod:`rlmesh_gym.proto`.
+Subpackages: :mod:`rlmesh_gym.proto` (the wire schema), :mod:`rlmesh_gym.spaces` (specs and
+the value codec), :mod:`rlmesh_gym.runtime` (the driver), :mod:`rlmesh_gym.envs`,
+:mod:`rlmesh_gym.policies`, :mod:`rlmesh_gym.recording`, :mod:`rlmesh_gym.evaluation`,
+:mod:`rlmesh_gym.serve` (gRPC), :mod:`rlmesh_gym.cli` (``rlmesh-gym``) and
+:mod:`rlmesh_gym.assets` (the shipped policy's weights).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ _EXPORTS = {
     "evaluate_async": "rlmesh_gym.evaluation",
     "EvalResult": "rlmesh_gym.evaluation",
     "EvaluationError": "rlmesh_gym.evaluation",
+    "EvaluationOptions": "rlmesh_gym.evaluation",
+    "RecordingOptions": "rlmesh_gym.recording",
     "EpisodeRecord": "rlmesh_gym.recording",
     "GymVectorEnv": "rlmesh_gym.envs",
     "TorchPolicy": "rlmesh_gym.policies",
@@ -48,8 +52,10 @@ __all__ = [
     "EpisodeRecorder",
     "EvalResult",
     "EvaluationError",
+    "EvaluationOptions",
     "GymVectorEnv",
     "RandomPolicy",
+    "RecordingOptions",
     "RuntimeDriver",
     "RuntimeSessionSpec",
     "TorchPolicy",
@@ -69,12 +75,13 @@ if TYPE_CHECKING:
         Comparison,
         EvalResult,
         EvaluationError,
+        EvaluationOptions,
         compare,
         evaluate,
         evaluate_async,
     )
     from rlmesh_gym.policies import CallablePolicy, RandomPolicy, TorchPolicy, load_pretrained
-    from rlmesh_gym.recording import EpisodeRecorder, load_recording, replay_episode
+    from rlmesh_gym.recording import EpisodeRecorder, RecordingOptions, load_recording, replay_episode
     from rlmesh_gym.recording.episode_record import EpisodeRecord
     from rlmesh_gym.runtime import RuntimeDriver, RuntimeSessionSpec
     from rlmesh_gym.spaces import space_spec

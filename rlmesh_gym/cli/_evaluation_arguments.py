@@ -14,6 +14,7 @@ __all__ = [
     "add_output_arguments",
     "add_progress_and_device_arguments",
     "check_episode_arguments",
+    "evaluation_options",
     "run_options",
 ]
 
@@ -78,11 +79,17 @@ def check_episode_arguments(args: argparse.Namespace, *, min_episodes: int, why:
 
 
 def run_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments of ``evaluate()``/``compare()`` these options (and ``--allow-pickle``) give."""
+    """The everyday keyword arguments of ``evaluate()``/``compare()``/``evaluate_fleet()`` these
+    options give (the rest go in :func:`evaluation_options`)."""
     return {
         "progress": not (args.no_progress or args.json),
         "record": args.record,
         "device": args.device,
-        "allow_pickle": args.allow_pickle,
-        "max_steps": args.max_steps,
     }
+
+
+def evaluation_options(args: argparse.Namespace, **more: Any) -> Any:
+    """The ``EvaluationOptions`` of ``--max-steps`` and ``--allow-pickle``, with ``more`` fields."""
+    from rlmesh_gym.evaluation import EvaluationOptions
+
+    return EvaluationOptions(max_steps=args.max_steps, allow_pickle=args.allow_pickle, **more)

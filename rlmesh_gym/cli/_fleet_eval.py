@@ -7,7 +7,7 @@ import asyncio
 import os
 from collections.abc import Sequence
 
-from rlmesh_gym.cli._evaluation_arguments import run_options
+from rlmesh_gym.cli._evaluation_arguments import evaluation_options, run_options
 from rlmesh_gym.cli._policy_arguments import policy_from_arguments
 from rlmesh_gym.cli._report import report_error, report_run_failure
 from rlmesh_gym.cli._serving import TOKEN_VARIABLE
@@ -65,6 +65,7 @@ def run_fleet_eval(args: argparse.Namespace, addresses: list[str]) -> int:
             seed=args.seed,
             on_server_failure=args.on_server_failure,
             **run_options(args),
+            options=evaluation_options(args),
             token=token,
             connect_timeout=args.connect_timeout,
             request_timeout=args.request_timeout,

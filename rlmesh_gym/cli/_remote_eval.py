@@ -10,7 +10,7 @@ import os
 from typing import Any
 
 from rlmesh_gym.cli._env_arguments import env_kwargs_of
-from rlmesh_gym.cli._evaluation_arguments import run_options
+from rlmesh_gym.cli._evaluation_arguments import evaluation_options, run_options
 from rlmesh_gym.cli._policy_arguments import policy_from_arguments
 from rlmesh_gym.cli._report import report_run_failure
 from rlmesh_gym.cli._serving import TOKEN_VARIABLE
@@ -83,7 +83,7 @@ async def _remote_eval(args: argparse.Namespace) -> Any:
             seed=args.seed,
             **run_options(args),
             target_ci=args.target_ci,
-            max_episodes=args.max_episodes,
+            options=evaluation_options(args, max_episodes=args.max_episodes),
         )
     except BaseException:
         # Ctrl+C (a cancellation) or an error is what the user must see: a close failing on the

@@ -12,6 +12,7 @@ from rlmesh_gym.cli._evaluation_arguments import (
     add_output_arguments,
     add_progress_and_device_arguments,
     check_episode_arguments,
+    evaluation_options,
     run_options,
 )
 from rlmesh_gym.cli._policy_arguments import POLICY_METAVAR, add_policy_loading_arguments, load_into_factory
@@ -106,9 +107,8 @@ def run(args: argparse.Namespace) -> int:
             episodes=args.episodes,
             num_envs=args.num_envs,
             seed=args.seed,
-            vectorization=args.vectorization,
             **run_options(args),
-            env_kwargs=env_kwargs or None,
+            options=evaluation_options(args, vectorization=args.vectorization, env_kwargs=env_kwargs or None),
         )
     except (KeyboardInterrupt, Exception) as exc:
         return report_run_failure(exc, json_output=args.json)

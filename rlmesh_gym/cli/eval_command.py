@@ -16,6 +16,7 @@ from rlmesh_gym.cli._evaluation_arguments import (
     add_output_arguments,
     add_progress_and_device_arguments,
     check_episode_arguments,
+    evaluation_options,
     run_options,
 )
 from rlmesh_gym.cli._policy_arguments import (
@@ -187,11 +188,14 @@ def run(args: argparse.Namespace) -> int:
             num_envs=args.num_envs,
             seed=args.seed,
             autoreset=args.autoreset,
-            vectorization=args.vectorization,
-            env_kwargs=env_kwargs or None,
             **run_options(args),
             target_ci=args.target_ci,
-            max_episodes=args.max_episodes,
+            options=evaluation_options(
+                args,
+                vectorization=args.vectorization,
+                env_kwargs=env_kwargs or None,
+                max_episodes=args.max_episodes,
+            ),
         )
     except (KeyboardInterrupt, Exception) as exc:
         return report_run_failure(exc, json_output=args.json)

@@ -14,6 +14,7 @@ from rlmesh_gym.evaluation._evaluate import (
     evaluate,
     evaluate_async,
 )
+from rlmesh_gym.evaluation._options import EvaluationOptions
 from rlmesh_gym.evaluation._quotas import EpisodeQuotas, lane_quotas
 from rlmesh_gym.evaluation._result import EvalResult, EvalTimings, FleetServer
 from rlmesh_gym.evaluation._statistics import (
@@ -32,6 +33,7 @@ __all__ = [
     "EvalResult",
     "EvalTimings",
     "EvaluationError",
+    "EvaluationOptions",
     "FleetServer",
     "PairedDifference",
     "PolicyMismatchError",

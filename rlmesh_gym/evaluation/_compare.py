@@ -29,8 +29,10 @@ from rlmesh_gym.evaluation._evaluate import (
     evaluate_resolved,
 )
 from rlmesh_gym.evaluation._lane_seeds import lane_ordinal_seeds
-from rlmesh_gym.evaluation._options import EvaluationOptions
+from rlmesh_gym.evaluation._options import EvaluationOptions, check_options
 from rlmesh_gym.evaluation._result import EvalResult, json_ready
+from rlmesh_gym.evaluation._settings import EvaluationSettings
+from rlmesh_gym.evaluation._signatures import moved_arguments
 from rlmesh_gym.evaluation._statistics import (
     DEFAULT_BOOTSTRAP_SEED,
     DEFAULT_RESAMPLES,
@@ -328,12 +330,12 @@ def _recording_paths(record: str | os.PathLike[str] | None, names: list[str]) ->
     return paths
 
 
-def _fits(resolved: ResolvedEnv, name: str, policy: Any, options: EvaluationOptions) -> None:
+def _fits(resolved: ResolvedEnv, name: str, policy: Any, settings: EvaluationSettings) -> None:
     """Run ``policy`` for one vector step, so a policy that does not fit the env (or does not
     load) is reported, by name, before any full evaluation ran."""
     # Errors name the policy as given; say which compared name that is when it differs.
     prefix = "" if isinstance(policy, str) and policy == name else f"policy {name!r}: "
-    check = dataclasses.replace(options, episodes=1, max_steps=1, progress=False, record=None)
+    check = dataclasses.replace(settings, episodes=1, max_steps=1, progress=False, record=None)
     try:
         evaluate_resolved(resolved, policy, check)
     except PolicyMismatchError as exc:
@@ -370,6 +372,16 @@ def _paired_episodes(results: dict[str, EvalResult]) -> tuple[ComparedEpisode, .
     return tuple(rows)
 
 
+# compare()'s keyword arguments of earlier releases that moved (docs/evaluation.md, Changelog).
+_MOVED = {
+    name: f"pass options=EvaluationOptions({name}=...)"
+    for name in ("vectorization", "limits", "allow_pickle", "env_kwargs", "max_steps")
+}
+# Options compare sets itself: the ids feed the seeds it pairs the episodes by; no target_ci.
+_NOT_FOR_COMPARE = ("hooks", "max_episodes", "session_id", "route_id")
+
+
+@moved_arguments(_MOVED)
 def compare(
     env: Any,
     policies: Mapping[str, Any],
@@ -377,15 +389,11 @@ def compare(
     episodes: int = 10,
     num_envs: int | None = None,
     seed: int = 0,
-    vectorization: str | None = None,
-    progress: bool = True,
-    record: str | os.PathLike[str] | None = None,
-    limits: RuntimeLimits | None = None,
-    device: str = "cpu",
     deterministic: bool = True,
-    allow_pickle: bool = False,
-    env_kwargs: dict[str, Any] | None = None,
-    max_steps: int | None = None,
+    device: str = "cpu",
+    record: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+    options: EvaluationOptions | None = None,
 ) -> Comparison:
     """Evaluate every policy of ``policies`` (name -> anything :func:`evaluate` takes) on the
     same ``episodes`` seeded episodes of ``env`` and compare them pair by pair.
@@ -394,7 +402,10 @@ def compare(
     the end) or an env you built, which must use DISABLED autoreset (it is reused for every
     policy, each run starting from the same seeds). ``seed`` must be an int: the episodes are
     paired by their reset seeds. ``record`` is a directory: each policy's episodes are recorded
-    to ``<name>.rec`` there. The other arguments are :func:`evaluate`'s.
+    to ``<name>.rec`` there. The other arguments are :func:`evaluate`'s; of ``options``,
+    ``max_steps``, ``limits``, ``vectorization``, ``env_kwargs`` and ``allow_pickle`` apply
+    (``compare`` chooses the session and route ids itself, takes no ``hooks`` and no
+    ``target_ci``).
 
     Before the full runs each policy is run for one vector step, so a policy that does not fit
     the env's spaces raises :class:`PolicyMismatchError` (naming it) before any time is spent.
@@ -410,6 +421,15 @@ def compare(
         raise ValueError(
             f"compare needs an int seed in [0, 2**63) (the policies are paired by reset seeds), got {seed!r}"
         )
+    options = check_options(options)
+    given = options.given(_NOT_FOR_COMPARE)
+    if given:
+        raise ValueError(
+            f"EvaluationOptions {', '.join(given)} cannot be given to compare(): it chooses the session "
+            "and route ids (the policies are paired by the reset seeds they give), runs no extra hooks "
+            "and evaluates a fixed number of episodes"
+        )
+    vectorization, env_kwargs = options.vectorization, options.env_kwargs
     from rlmesh_gym.envs.resolve import resolve_env  # loads gymnasium: only when an env is resolved
 
     if isinstance(env, str):
@@ -428,33 +448,28 @@ def compare(
             )
     session_id, route_id = default_ids(resolved.env_id, resolved.num_envs)
     try:
-        options = EvaluationOptions(
+        settings = EvaluationSettings.of(
+            dataclasses.replace(options, session_id=session_id, route_id=route_id),
             episodes=episodes,
             seed=seed,
-            progress=progress,
-            limits=limits,
-            session_id=session_id,
-            route_id=route_id,
-            device=device,
             deterministic=deterministic,
-            allow_pickle=allow_pickle,
-            env_kwargs=env_kwargs,
-            max_steps=max_steps,
+            device=device,
+            progress=progress,
         )
-        return _compare(resolved, named, options, record)
+        return _compare(resolved, named, settings, record)
     finally:
         if resolved.owned:
-            timeout = (limits or RuntimeLimits()).service_close_timeout
+            timeout = (options.limits or RuntimeLimits()).service_close_timeout
             run_blocking(lambda: resolved.env.close(timeout), lambda: None)
 
 
 def _compare(
     resolved: ResolvedEnv,
     policies: dict[str, Any],
-    options: EvaluationOptions,
+    settings: EvaluationSettings,
     record: str | os.PathLike[str] | None,
 ) -> Comparison:
-    seed, session_id, route_id = options.seed, options.session_id, options.route_id
+    seed, session_id, route_id = settings.seed, settings.session_id, settings.route_id
     assert seed is not None and session_id is not None and route_id is not None  # compare sets them
 
     def lane_ordinal(env: Any) -> ResolvedEnv:
@@ -463,11 +478,11 @@ def _compare(
         return dataclasses.replace(resolved, env=wrapped, owned=False)
 
     for name, policy in policies.items():
-        _fits(lane_ordinal(resolved.env), name, policy, options)
+        _fits(lane_ordinal(resolved.env), name, policy, settings)
     paths = _recording_paths(record, list(policies))
     results = {}
     for name, policy in policies.items():
-        run = dataclasses.replace(options, record=paths[name] if paths else None)
+        run = dataclasses.replace(settings, record=paths[name] if paths else None)
         results[name] = evaluate_resolved(lane_ordinal(resolved.env), policy, run)
     rows = _paired_episodes(results)
     pairs = []
@@ -480,7 +495,7 @@ def _compare(
         env_id=resolved.env_id,
         seed=seed,
         num_envs=resolved.num_envs,
-        episodes_per_policy=options.episodes,
+        episodes_per_policy=settings.episodes,
         results=results,
         pairs=tuple(pairs),
         episodes=rows,

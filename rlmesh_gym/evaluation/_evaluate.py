@@ -7,16 +7,18 @@ import contextlib
 import dataclasses
 import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from rlmesh_gym.evaluation._blocking import run_blocking
-from rlmesh_gym.evaluation._options import EvaluationOptions, coroutine_twin
+from rlmesh_gym.evaluation._options import EvaluationOptions
 from rlmesh_gym.evaluation._precision import estimate_rounds
 from rlmesh_gym.evaluation._progress import EpisodeProgress, progress_wanted
 from rlmesh_gym.evaluation._quotas import EpisodeQuotas, lane_quotas
 from rlmesh_gym.evaluation._result import EvalResult, EvalTimings, combined_timings
+from rlmesh_gym.evaluation._settings import EvaluationSettings
+from rlmesh_gym.evaluation._signatures import coroutine_twin, moved_arguments
 from rlmesh_gym.policies.resolve import describe_policy, resolve_policy
 from rlmesh_gym.recording.episode_record import EpisodeRecord
 from rlmesh_gym.runtime import (
@@ -26,7 +28,6 @@ from rlmesh_gym.runtime import (
     RuntimeDriver,
     RuntimeDriverError,
     RuntimeHooks,
-    RuntimeLimits,
     RuntimeSessionSpec,
 )
 from rlmesh_gym.runtime.events import EpisodeCompletedEvent, SessionStartedEvent, StepCompletedEvent
@@ -34,6 +35,7 @@ from rlmesh_gym.runtime.seams import DrainsEpisodes, RendersFrames
 
 if TYPE_CHECKING:
     from rlmesh_gym.envs.resolve import ResolvedEnv
+    from rlmesh_gym.recording import RecordingOptions
 
 __all__ = ["EvaluationError", "PolicyMismatchError", "default_ids", "evaluate", "evaluate_async"]
 
@@ -216,10 +218,10 @@ class _Stage:
 
 
 class SessionEvaluation:
-    """One prepared evaluation of one env: a resolved env and model, the options, and the
+    """One prepared evaluation of one env: a resolved env and model, the settings, and the
     runtime session(s) that run them (two with ``target_ci``: see :mod:`._precision`).
 
-    ``quotas`` replaces the even split of ``options.episodes`` (a fleet gives each server its
+    ``quotas`` replaces the even split of ``settings.episodes`` (a fleet gives each server its
     share); ``progress_bar`` is a bar shared with other sessions (a fleet's), left open at the end.
     """
 
@@ -227,7 +229,7 @@ class SessionEvaluation:
         self,
         resolved: ResolvedEnv,
         model: Any,
-        options: EvaluationOptions,
+        settings: EvaluationSettings,
         *,
         policy_name: str,
         quotas: tuple[int, ...] | None = None,
@@ -235,14 +237,14 @@ class SessionEvaluation:
     ) -> None:
         self.resolved = resolved
         self.model = model
-        self.options = options
+        self.settings = settings
         self.policy_name = policy_name
         self.progress_bar = progress_bar
-        self.limits = options.effective_limits
+        self.limits = settings.effective_limits
         default_session, default_route = default_ids(resolved.env_id, resolved.num_envs)
-        self.session_id = options.session_id or default_session
-        self.route_id = options.route_id or default_route
-        self.quotas = lane_quotas(options.episodes, resolved.num_envs) if quotas is None else quotas
+        self.session_id = settings.session_id or default_session
+        self.route_id = settings.route_id or default_route
+        self.quotas = lane_quotas(settings.episodes, resolved.num_envs) if quotas is None else quotas
         self.token = CancellationToken()
         self.stages: list[_Stage] = []
         self._env_closed = False
@@ -268,8 +270,8 @@ class SessionEvaluation:
             env_id=self.resolved.env_id,
             policy=self.policy_name,
             num_envs=self.resolved.num_envs,
-            episodes_requested=self.options.episodes,
-            seed=self.options.seed,
+            episodes_requested=self.settings.episodes,
+            seed=self.settings.seed,
             autoreset=self.resolved.autoreset.value,
             vectorization=self.resolved.vectorization,
             session_id=self.session_id,
@@ -278,7 +280,7 @@ class SessionEvaluation:
             episodes=tuple(estimate.hooks.quotas.records) if estimate is not None else (),
             timings=combined_timings([stage.timings(self.resolved.num_envs) for stage in stages]),
             complete=complete,
-            target_ci=self.options.target_ci,
+            target_ci=self.settings.target_ci,
             pilot_episodes=tuple(pilot.hooks.quotas.records) if pilot is not None else (),
         )
 
@@ -300,28 +302,28 @@ class SessionEvaluation:
             record,
             resolved.env.contract,
             env_id=resolved.env_id,
-            base_seed=self.options.seed,
+            base_seed=self.settings.seed,
             # Only the frame lanes are rendered (where the env can render lanes one by one).
             render_frames=render_frames,
             # A replay remakes the env with these; rendering is not part of the episode.
-            env_kwargs={k: v for k, v in (self.options.env_kwargs or {}).items() if k != "render_mode"},
+            env_kwargs={k: v for k, v in (self.settings.env_kwargs or {}).items() if k != "render_mode"},
             counted=self._counted,
         )
 
     async def run(self, yield_to_loop: bool = False) -> EvalResult:
         """Run the session(s); with ``yield_to_loop`` let other tasks run once per completed episode."""
-        resolved, options = self.resolved, self.options
+        resolved, settings = self.resolved, self.settings
         progress: EpisodeProgress | None = None  # this evaluation's own bar, closed at the end
         recorder: Any = None
         ran = False
         try:
-            if options.record is not None:
-                recorder = self._recorder(options.record)
-            if self.progress_bar is None and progress_wanted(options.progress):
+            if settings.record is not None:
+                recorder = self._recorder(settings.record)
+            if self.progress_bar is None and progress_wanted(settings.progress):
                 progress = EpisodeProgress(self.episodes, f"{resolved.env_id} x{resolved.num_envs}")
             bar = progress if self.progress_bar is None else self.progress_bar
-            extra_hooks = (recorder, *options.hooks) if recorder is not None else options.hooks
-            if options.target_ci is None:
+            extra_hooks = (recorder, *settings.hooks) if recorder is not None else settings.hooks
+            if settings.target_ci is None:
                 await self._run_stage(
                     _Stage(
                         pilot=False,
@@ -393,7 +395,7 @@ class SessionEvaluation:
     def _hooks(
         self, quotas: tuple[int, ...], bar: EpisodeProgress | None, yield_to_loop: bool, steps_used: int = 0
     ) -> _EvaluationHooks:
-        max_steps = self.options.max_steps
+        max_steps = self.settings.max_steps
         if max_steps is None:
             return _EvaluationHooks(EpisodeQuotas(quotas), bar, yield_to_loop)
         # The cap holds over both stages: the estimate gets what the pilot left (at least a step).
@@ -405,9 +407,9 @@ class SessionEvaluation:
         self, bar: EpisodeProgress | None, yield_to_loop: bool, extra_hooks: Sequence[RuntimeHooks]
     ) -> None:
         """``target_ci``: the pilot session, then a fresh session for the estimate (:mod:`._precision`)."""
-        options = self.options
-        target, cap = options.target_ci, options.max_episodes
-        assert target is not None and cap is not None  # checked by EvaluationOptions
+        settings = self.settings
+        target, cap = settings.target_ci, settings.max_episodes
+        assert target is not None and cap is not None  # checked by EvaluationSettings
         pilot = _Stage(
             pilot=True,
             route_id=f"{self.route_id}-pilot",
@@ -438,7 +440,7 @@ class SessionEvaluation:
             env_contract=resolved.env.contract,
             num_envs=resolved.num_envs,
             env_id=resolved.env_id,
-            base_seed=self.options.seed,
+            base_seed=self.settings.seed,
             max_episodes=None,
             close_env_on_end=stage.close_env,
             limits=self.limits,
@@ -467,7 +469,7 @@ class SessionEvaluation:
             ) from hooks.error
         if not hooks.quotas.met:
             raise EvaluationError(
-                f"evaluation of {name} reached max_steps={self.options.max_steps} vector steps with "
+                f"evaluation of {name} reached max_steps={self.settings.max_steps} vector steps with "
                 f"{self._counted_so_far()} counted (per lane {list(hooks.quotas.counts)} of "
                 f"{list(stage.quotas)}); raise max_steps, or make sure every lane's episodes end "
                 f"(e.g. with a TimeLimit wrapper)",
@@ -512,7 +514,9 @@ def _frame_lanes(record: Any) -> tuple[int, ...]:
     return tuple(record.frame_lanes) if isinstance(record, RecordingOptions) else ()
 
 
-def _frame_env_kwargs(env: Any, record: Any, env_kwargs: dict[str, Any] | None) -> dict[str, Any] | None:
+def _frame_env_kwargs(
+    env: Any, record: Any, env_kwargs: Mapping[str, Any] | None
+) -> Mapping[str, Any] | None:
     """``env_kwargs`` with ``render_mode="rgb_array"`` when frames are recorded from an env id made here."""
     frame_lanes = _frame_lanes(record)
     if not frame_lanes or not isinstance(env, str):
@@ -521,9 +525,9 @@ def _frame_env_kwargs(env: Any, record: Any, env_kwargs: dict[str, Any] | None) 
     mode = kwargs.setdefault("render_mode", "rgb_array")
     if mode != "rgb_array":
         raise ValueError(
-            f"RecordingOptions(frame_lanes={list(frame_lanes)}) records rgb_array frames, but env_kwargs "
-            f"has render_mode={mode!r}; leave render_mode out (evaluate then makes the env with "
-            "render_mode='rgb_array') or record without frame_lanes"
+            f"RecordingOptions(frame_lanes={list(frame_lanes)}) records rgb_array frames, but "
+            f"EvaluationOptions.env_kwargs has render_mode={mode!r}; leave render_mode out (evaluate "
+            "then makes the env with render_mode='rgb_array') or record without frame_lanes"
         )
     return kwargs
 
@@ -542,6 +546,29 @@ def _check_frame_render_mode(resolved: ResolvedEnv, record: Any) -> None:
         )
 
 
+# evaluate()'s keyword arguments of earlier releases that moved (docs/evaluation.md, Changelog).
+_MOVED = {
+    **{
+        name: f"pass options=EvaluationOptions({name}=...)"
+        for name in (
+            "hooks",
+            "max_steps",
+            "max_episodes",
+            "limits",
+            "vectorization",
+            "env_kwargs",
+            "allow_pickle",
+            "session_id",
+            "route_id",
+        )
+    },
+    "on_server_failure": (
+        "a fleet of env servers is evaluated by evaluate_fleet(addresses, policy, on_server_failure=...)"
+    ),
+}
+
+
+@moved_arguments(_MOVED)
 def evaluate(
     env: Any,
     policy: Any,
@@ -550,51 +577,43 @@ def evaluate(
     num_envs: int | None = None,
     seed: int | None = None,
     autoreset: str | None = None,
-    vectorization: str | None = None,
-    hooks: Sequence[RuntimeHooks] = (),
-    progress: bool = True,
-    record: str | os.PathLike[str] | Any | None = None,
-    limits: RuntimeLimits | None = None,
-    session_id: str | None = None,
-    route_id: str | None = None,
-    device: str = "cpu",
     deterministic: bool = True,
-    allow_pickle: bool = False,
-    env_kwargs: dict[str, Any] | None = None,
-    max_steps: int | None = None,
-    on_server_failure: str = "raise",
+    device: str = "cpu",
+    record: str | os.PathLike[str] | RecordingOptions | None = None,
+    progress: bool = True,
     target_ci: float | None = None,
-    max_episodes: int | None = None,
+    options: EvaluationOptions | None = None,
 ) -> EvalResult:
     """Evaluate ``policy`` on ``env`` for ``episodes`` episodes and return an :class:`EvalResult`.
 
-    ``env`` is an env id (built with ``GymVectorEnv.make`` with ``num_envs`` lanes,
-    ``autoreset`` in ``"next_step"`` (default), ``"same_step"``, ``"disabled"``, and
-    ``vectorization`` ``"sync"`` (default) or ``"async"``; closed at the end), or an env you
-    built: a gymnasium ``Env`` / ``VectorEnv``, a ``GymVectorEnv`` or any ``RuntimeEnv`` with a
-    ``contract`` (not closed; ``num_envs``/``autoreset`` default to the env's own).
+    ``env`` is an env id (built with ``GymVectorEnv.make`` with ``num_envs`` lanes and
+    ``autoreset`` ``"next_step"`` (default), ``"same_step"`` or ``"disabled"``; closed at the
+    end), or an env you built: a gymnasium ``Env`` / ``VectorEnv``, a ``GymVectorEnv`` or any
+    ``RuntimeEnv`` with a ``contract`` (not closed; ``num_envs``/``autoreset`` default to the
+    env's own). A fleet of env servers goes through :func:`~rlmesh_gym.evaluation.evaluate_fleet`.
 
     ``policy`` is an ``nn.Module`` or TorchScript module, a ``RuntimeModel``, a callable
     (numpy arrays in; annotate the first parameter ``torch.Tensor`` to get tensors instead),
     ``"random"``, ``"pretrained:cartpole"``, ``"package.module:attr"``, or a path to a saved
-    policy.
+    policy; ``deterministic=False`` samples from a policy's distribution (seeded from ``seed``)
+    and ``device`` is the torch device it runs on.
 
     Episodes are split over the lanes by quota (lane ``i`` contributes its first
     ``(episodes + i) // num_envs`` episodes) and the session stops once every lane has its
     quota, so short episodes are not over-sampled. With the same env, policy, ``seed`` and lane
-    count the episodes are identical run to run. ``hooks`` are extra ``RuntimeHooks``;
-    ``record`` a path (or ``RecordingOptions``) to record the episodes to; ``limits`` the
-    driver's ``RuntimeLimits``. ``progress`` shows a bar when the output is a terminal or a
-    notebook. ``max_steps`` caps the session at that many vector steps: reaching it before
-    every quota is met raises :class:`EvaluationError` (``.partial`` holds the episodes
-    counted so far), so a lane whose episodes never end cannot run forever.
+    count the episodes are identical run to run. ``record`` is a path (or ``RecordingOptions``)
+    to record the episodes to; ``progress`` shows a bar when the output is a terminal or a
+    notebook.
 
     ``target_ci`` (a return difference, e.g. ``5.0``) makes ``episodes`` a pilot round whose
     spread sets how many more rounds a 95 % CI of that half-width needs; those rounds run as a
     fresh session and give the result (``result.pilot_episodes`` holds the pilot's, which no
-    statistic uses, so the mean stays unbiased). ``max_episodes`` caps pilot and estimate
-    together (default ``100 * episodes``); ``result.target_met`` says whether the interval met
-    the target (docs/evaluation.md, "How many episodes?").
+    statistic uses, so the mean stays unbiased); ``result.target_met`` says whether the
+    interval met the target (docs/evaluation.md, "How many episodes?").
+
+    ``options`` (an :class:`EvaluationOptions`) holds the rest: extra runtime ``hooks``, a
+    ``max_steps`` cap, ``target_ci``'s ``max_episodes``, the driver's ``limits``, an env id's
+    ``vectorization`` and ``env_kwargs``, ``allow_pickle`` and the session and route ids.
 
     An env you pass in can be evaluated again: episodes it still has running (from an earlier
     evaluation or your own use) are ended before the session starts and are not counted, and
@@ -607,29 +626,16 @@ def evaluate(
     :class:`EvaluationError` (with ``.partial``) when the session fails or hits ``max_steps``, and
     ``KeyboardInterrupt`` after a clean shutdown on Ctrl+C.
 
-    A list of env server addresses (``["host1:50051", "host2:50051"]``) evaluates over that
-    fleet of rlmesh env servers at once, the episodes split over all their lanes: see
-    :func:`~rlmesh_gym.evaluation.evaluate_fleet` (which also takes a token and timeouts).
-    The servers set the lanes and autoreset mode, so ``num_envs``, ``autoreset``,
-    ``vectorization``, ``env_kwargs`` and ``route_id`` must be left unset;
-    ``on_server_failure`` (``"raise"`` or ``"reassign"``) applies to fleets only.
-
     >>> from rlmesh_gym.evaluation import evaluate
     >>> result = evaluate("CartPole-v1", "pretrained:cartpole", episodes=8, num_envs=4, progress=False)
     >>> result.mean_return
     500.0
     """
-    options = EvaluationOptions(
-        **{name: value for name, value in locals().items() if name not in ("env", "policy")}
-    )
-    if isinstance(env, (list, tuple)):  # a fleet of env servers
-        from rlmesh_gym.evaluation.fleet import evaluate_fleet  # it builds on this module
-
-        return evaluate_fleet(env, policy, **options.fleet_arguments())
-    evaluation = _prepare(env, policy, options)
+    evaluation = _prepare(env, policy, _settings_of(locals()))
     return run_blocking(evaluation.run, evaluation.cancel)
 
 
+@moved_arguments(_MOVED)
 @coroutine_twin(evaluate)
 async def evaluate_async(env: Any, policy: Any, **arguments: Any) -> EvalResult:
     """:func:`evaluate` as a coroutine, run on the caller's event loop (same arguments).
@@ -639,54 +645,63 @@ async def evaluate_async(env: Any, policy: Any, **arguments: Any) -> EvalResult:
     awaiting task takes effect within an episode; the env and model route are then closed and
     ``CancelledError`` propagates.
     """
-    options = EvaluationOptions(**arguments)
-    if isinstance(env, (list, tuple)):  # a fleet of env servers
-        from rlmesh_gym.evaluation.fleet import evaluate_fleet_async  # it builds on this module
-
-        return await evaluate_fleet_async(env, policy, **options.fleet_arguments())
-    return await _prepare(env, policy, options).run(yield_to_loop=True)
+    return await _prepare(env, policy, _settings_of(arguments)).run(yield_to_loop=True)
 
 
-def _prepare(env: Any, policy: Any, options: EvaluationOptions) -> SessionEvaluation:
+def _settings_of(arguments: dict[str, Any]) -> EvaluationSettings:
+    """The settings of one call of :func:`evaluate` (its arguments by name, env and policy excluded)."""
+    given = {name: value for name, value in arguments.items() if name not in ("env", "policy", "options")}
+    return EvaluationSettings.of(arguments["options"], **given)
+
+
+def _check_one_env(env: Any) -> None:
+    if isinstance(env, (list, tuple)):
+        raise TypeError(
+            "evaluate() takes one env; evaluate a fleet of env servers (a list of addresses) with "
+            "rlmesh_gym.evaluation.evaluate_fleet(addresses, policy, ...) (docs/evaluation.md, Changelog)"
+        )
+
+
+def _prepare(env: Any, policy: Any, settings: EvaluationSettings) -> SessionEvaluation:
     """Resolve the env and the policy for one session (an env made here is closed on failure)."""
-    options.check_single_env()
-    env_kwargs = _frame_env_kwargs(env, options.record, options.env_kwargs)
-    if env_kwargs is not options.env_kwargs:
-        options = dataclasses.replace(options, env_kwargs=env_kwargs)
+    _check_one_env(env)
+    env_kwargs = _frame_env_kwargs(env, settings.record, settings.env_kwargs)
+    if env_kwargs is not settings.env_kwargs:
+        settings = dataclasses.replace(settings, env_kwargs=env_kwargs)
     from rlmesh_gym.envs.resolve import resolve_env  # loads gymnasium: only when an env is resolved
 
     resolved = resolve_env(
         env,
-        num_envs=options.num_envs,
-        autoreset=options.autoreset,
-        vectorization=options.vectorization,
+        num_envs=settings.num_envs,
+        autoreset=settings.autoreset,
+        vectorization=settings.vectorization,
         env_kwargs=env_kwargs,
     )
     try:
-        return _session(resolved, policy, options)
+        return _session(resolved, policy, settings)
     except BaseException:
         if resolved.owned:
-            timeout = options.effective_limits.service_close_timeout
+            timeout = settings.effective_limits.service_close_timeout
             run_blocking(lambda: resolved.env.close(timeout), lambda: None)
         raise
 
 
-def _session(resolved: ResolvedEnv, policy: Any, options: EvaluationOptions) -> SessionEvaluation:
+def _session(resolved: ResolvedEnv, policy: Any, settings: EvaluationSettings) -> SessionEvaluation:
     """The evaluation of ``policy`` (resolved here) on an env already resolved."""
-    _check_frame_render_mode(resolved, options.record)
+    _check_frame_render_mode(resolved, settings.record)
     model = resolve_policy(
         policy,
         resolved.env.contract,
-        seed=options.seed,
-        device=options.device,
-        deterministic=options.deterministic,
-        allow_pickle=options.allow_pickle,
+        seed=settings.seed,
+        device=settings.device,
+        deterministic=settings.deterministic,
+        allow_pickle=settings.allow_pickle,
     )
-    return SessionEvaluation(resolved, model, options, policy_name=describe_policy(policy))
+    return SessionEvaluation(resolved, model, settings, policy_name=describe_policy(policy))
 
 
-def evaluate_resolved(resolved: ResolvedEnv, policy: Any, options: EvaluationOptions) -> EvalResult:
-    """:func:`evaluate` on an env already resolved, with ``options`` (``env_kwargs`` then only
+def evaluate_resolved(resolved: ResolvedEnv, policy: Any, settings: EvaluationSettings) -> EvalResult:
+    """:func:`evaluate` on an env already resolved, with ``settings`` (``env_kwargs`` then only
     say what the env was made with, for the recording). An env marked owned is closed at the end."""
-    evaluation = _session(resolved, policy, options)
+    evaluation = _session(resolved, policy, settings)
     return run_blocking(evaluation.run, evaluation.cancel)

@@ -1,156 +1,111 @@
-"""The options of one evaluation, checked once: what :func:`~rlmesh_gym.evaluate` and
-:func:`~rlmesh_gym.evaluate_async` take besides the env and the policy."""
+"""``EvaluationOptions``: what ``evaluate()``, ``compare()`` and ``evaluate_fleet()`` take
+besides their everyday arguments, in one checked, frozen object."""
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
-import os
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from rlmesh_gym.evaluation._precision import check_precision_arguments
 from rlmesh_gym.runtime import RuntimeHooks, RuntimeLimits
 
-__all__ = ["EvaluationOptions", "check_run_arguments", "coroutine_twin"]
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-# What only a fleet of env servers takes, and what the servers set themselves.
-_FLEET_FAILURE_MODES = ("raise", "reassign")
-_SERVER_SET = ("num_envs", "autoreset", "vectorization", "env_kwargs", "route_id")
-_FLEET_PASSED = (
-    "episodes",
-    "seed",
-    "on_server_failure",
-    "hooks",
-    "progress",
-    "record",
-    "limits",
-    "session_id",
-    "device",
-    "deterministic",
-    "allow_pickle",
-    "max_steps",
-)
+__all__ = ["EvaluationOptions", "check_hooks", "check_options"]
 
 
-def check_run_arguments(
-    episodes: Any, seed: Any, max_steps: Any, hooks: Any, limits: Any
-) -> tuple[RuntimeHooks, ...]:
-    """Check the arguments every evaluation takes (one env or a fleet); return ``hooks`` as a tuple."""
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise ValueError(f"episodes must be an int >= 1, got {episodes!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
-        raise ValueError(f"seed must be None or an int in [0, 2**63), got {seed!r}")
-    if max_steps is not None and (
-        isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
-    ):
-        raise ValueError(f"max_steps must be None or an int >= 1 (vector steps), got {max_steps!r}")
+def check_hooks(hooks: Any) -> tuple[RuntimeHooks, ...]:
+    """``hooks`` as a tuple (one hook alone is accepted); ``TypeError`` for anything else."""
     if isinstance(hooks, RuntimeHooks):
-        hooks = (hooks,)
+        return (hooks,)
+    if isinstance(hooks, (str, bytes)) or not isinstance(hooks, Sequence):
+        raise TypeError(f"hooks must be a sequence of RuntimeHooks instances, got {type(hooks).__qualname__}")
     for hook in hooks:
         if not isinstance(hook, RuntimeHooks):
             raise TypeError(f"hooks must be RuntimeHooks instances, got {type(hook).__qualname__}")
-    if limits is not None and not isinstance(limits, RuntimeLimits):
-        raise TypeError(f"limits must be a RuntimeLimits, got {type(limits).__qualname__}")
     return tuple(hooks)
+
+
+def _optional_text(name: str, value: Any) -> None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ValueError(f"EvaluationOptions.{name} must be None or a non-empty str, got {value!r}")
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class EvaluationOptions:
-    """:func:`~rlmesh_gym.evaluate`'s keyword arguments, checked on construction.
+    """The less common settings of an evaluation, passed as ``options=``; checked on construction.
 
-    The defaults are ``evaluate``'s (tests/evaluation/test_evaluation_options.py holds them equal).
-    ``hooks`` is normalised to a tuple and ``max_episodes`` to the episode cap ``target_ci``
-    uses (``None`` without a target). The checks that need the env or the policy (spaces,
-    render mode) happen when those are resolved.
+    Args:
+        hooks: extra :class:`~rlmesh_gym.runtime.RuntimeHooks` that see every event of the
+            session(s) (one hook alone is accepted; stored as a tuple).
+        max_steps: cap the session at this many vector steps; reaching it before every lane met
+            its quota raises ``EvaluationError`` (its ``.partial`` holds the episodes counted).
+            ``None``: no cap.
+        max_episodes: with ``target_ci``, the most episodes pilot and estimate may use together
+            (default ``100 * episodes``); an error without ``target_ci``.
+        limits: the driver's :class:`~rlmesh_gym.runtime.RuntimeLimits` (timeouts, telemetry
+            window); ``None``: its defaults.
+        vectorization: ``"sync"`` (default) or ``"async"`` (one worker process per lane), for an
+            env built from an id.
+        env_kwargs: keyword arguments of ``gymnasium.make`` for an env built from an id (stored
+            as a dict; recordings keep them, so a replay remakes the same env).
+        allow_pickle: let a policy path load a whole pickled module (loading it runs code from
+            the file).
+        session_id, route_id: the runtime session and route ids; they feed the reset seeds, so
+            other ids give other episodes. ``None``: ``default_ids(env_id, num_envs)``.
+
+    Example:
+        >>> EvaluationOptions(max_steps=10_000, env_kwargs={"max_episode_steps": 200}).max_steps
+        10000
     """
 
-    episodes: int = 10
-    num_envs: int | None = None
-    seed: int | None = None
-    autoreset: str | None = None
-    vectorization: str | None = None
     hooks: Sequence[RuntimeHooks] = ()
-    progress: bool = True
-    record: str | os.PathLike[str] | Any | None = None
+    max_steps: int | None = None
+    max_episodes: int | None = None
     limits: RuntimeLimits | None = None
+    vectorization: str | None = None
+    env_kwargs: Mapping[str, Any] | None = None
+    allow_pickle: bool = False
     session_id: str | None = None
     route_id: str | None = None
-    device: str = "cpu"
-    deterministic: bool = True
-    allow_pickle: bool = False
-    env_kwargs: dict[str, Any] | None = None
-    max_steps: int | None = None
-    on_server_failure: str = "raise"
-    target_ci: float | None = None
-    max_episodes: int | None = None
 
     def __post_init__(self) -> None:
-        hooks = check_run_arguments(self.episodes, self.seed, self.max_steps, self.hooks, self.limits)
-        object.__setattr__(self, "hooks", hooks)
-        cap = check_precision_arguments(self.target_ci, self.max_episodes, self.episodes)
-        object.__setattr__(self, "max_episodes", cap)
-        if self.on_server_failure not in _FLEET_FAILURE_MODES:
-            raise ValueError(
-                f"on_server_failure must be one of {', '.join(map(repr, _FLEET_FAILURE_MODES))}, "
-                f"got {self.on_server_failure!r}"
+        object.__setattr__(self, "hooks", check_hooks(self.hooks))
+        for name in ("max_steps", "max_episodes"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                unit = " (vector steps)" if name == "max_steps" else ""
+                raise ValueError(f"{name} must be None or an int >= 1{unit}, got {value!r}")
+        if self.limits is not None and not isinstance(self.limits, RuntimeLimits):
+            raise TypeError(f"limits must be a RuntimeLimits, got {type(self.limits).__qualname__}")
+        if self.vectorization is not None and not isinstance(self.vectorization, str):
+            raise TypeError(
+                f"EvaluationOptions.vectorization must be None, 'sync' or 'async', got {self.vectorization!r}"
             )
+        if self.env_kwargs is not None:
+            if not isinstance(self.env_kwargs, Mapping) or not all(
+                isinstance(k, str) for k in self.env_kwargs
+            ):
+                raise TypeError(
+                    "EvaluationOptions.env_kwargs must be a mapping of str keyword names, "
+                    f"got {self.env_kwargs!r}"
+                )
+            object.__setattr__(self, "env_kwargs", dict(self.env_kwargs))
+        if not isinstance(self.allow_pickle, bool):
+            raise TypeError(f"EvaluationOptions.allow_pickle must be a bool, got {self.allow_pickle!r}")
+        _optional_text("session_id", self.session_id)
+        _optional_text("route_id", self.route_id)
 
-    @property
-    def effective_limits(self) -> RuntimeLimits:
-        """``limits``, or the driver's defaults."""
-        return self.limits if self.limits is not None else RuntimeLimits()
-
-    def check_single_env(self) -> None:
-        """``ValueError`` for an option that applies only to a fleet of env servers."""
-        if self.on_server_failure != "raise":
-            raise ValueError(
-                f"on_server_failure={self.on_server_failure!r} applies only to a fleet (a list of env "
-                "server addresses as env)"
-            )
-
-    def fleet_arguments(self) -> dict[str, Any]:
-        """The fleet's share of the options (:func:`~rlmesh_gym.evaluation.evaluate_fleet`'s
-        keyword arguments); ``ValueError`` for one the servers set or the fleet cannot honour."""
-        given = [name for name in _SERVER_SET if getattr(self, name) is not None]
-        if given:
-            raise ValueError(
-                f"{', '.join(given)} cannot be given for a fleet of env servers: each server sets its own "
-                "lanes, autoreset mode and env (see serve-env)"
-            )
-        if self.target_ci is not None:
-            raise ValueError(
-                "target_ci and max_episodes apply to one session; a fleet evaluates a fixed number of "
-                "episodes (choose it with target_ci on one server first)"
-            )
-        return {name: getattr(self, name) for name in _FLEET_PASSED}
+    def given(self, names: Sequence[str]) -> list[str]:
+        """Which of the fields ``names`` differ from their defaults (what a caller set)."""
+        defaults = EvaluationOptions()
+        return [name for name in names if getattr(self, name) != getattr(defaults, name)]
 
 
-def coroutine_twin(
-    blocking: Callable[P, Any],
-) -> Callable[[Callable[..., Coroutine[Any, Any, R]]], Callable[P, Coroutine[Any, Any, R]]]:
-    """Give the decorated coroutine function ``blocking``'s signature (written once, on ``blocking``).
-
-    The coroutine function is called with the arguments bound to that signature, defaults
-    applied, as keyword arguments: a wrong argument gets Python's own ``TypeError``.
-    """
-    signature = inspect.signature(blocking)
-
-    def decorate(coroutine: Callable[..., Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R]]:
-        async def twin(*args: P.args, **kwargs: P.kwargs) -> R:
-            bound = signature.bind(*args, **kwargs)
-            bound.apply_defaults()
-            return await coroutine(**bound.arguments)
-
-        twin.__name__ = coroutine.__name__
-        twin.__qualname__ = coroutine.__qualname__
-        twin.__module__ = coroutine.__module__
-        twin.__doc__ = coroutine.__doc__
-        returns = inspect.signature(coroutine).return_annotation
-        twin.__signature__ = signature.replace(return_annotation=returns)  # type: ignore[attr-defined]
-        return twin
-
-    return decorate
+def check_options(options: Any) -> EvaluationOptions:
+    """``options``, or the defaults for ``None``; ``TypeError`` for anything else."""
+    if options is None:
+        return EvaluationOptions()
+    if not isinstance(options, EvaluationOptions):
+        raise TypeError(
+            f"options must be an rlmesh_gym.EvaluationOptions (or None), got {type(options).__qualname__}"
+        )
+    return options

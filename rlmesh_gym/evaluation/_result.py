@@ -173,7 +173,7 @@ class EvalResult:
     >>> result.to_pandas().groupby("lane").episode_return.mean().tolist()
     [14.5, 20.0]
 
-    A fleet evaluation (``evaluate([address, ...])``) numbers lanes fleet-wide, lists its
+    A fleet evaluation (``evaluate_fleet([address, ...])``) numbers lanes fleet-wide, lists its
     servers in ``servers`` and, when a failed server's remaining episodes were moved to the
     others (``on_server_failure="reassign"``), how many in ``reassigned_episodes``; those
     episodes come from the survivors' lanes, so ``episodes_per_lane`` then differs from

@@ -2,7 +2,7 @@
 
 Usage, with two ``rlmesh-gym serve-env`` servers running (docs/evaluation.md runs it)::
 
-    result = evaluate(["10.0.0.1:50051", "10.0.0.2:50051"], "pretrained:cartpole", episodes=100, seed=0)
+    result = evaluate_fleet(["10.0.0.1:50051", "10.0.0.2:50051"], "pretrained:cartpole", episodes=100, seed=0)
 
 How a fleet run is laid out (``docs/evaluation.md`` has the user's view):
 
@@ -12,8 +12,9 @@ How a fleet run is laid out (``docs/evaluation.md`` has the user's view):
 * Server ``s`` runs one runtime session, the single-env path of :func:`evaluate` with its
   slice of the quotas, as session ``session_id`` (default ``eval-<env_id>``), route
   ``server-<s>-lanes-<num_envs(s)>`` and the run's base seed. Its reset seeds are therefore
-  those of ``evaluate(env_id, num_envs=num_envs(s), seed=seed, session_id=session_id,
-  route_id="server-<s>-lanes-<num_envs(s)>")`` in-process, lane for lane.
+  those of ``evaluate(env_id, num_envs=num_envs(s), seed=seed,
+  options=EvaluationOptions(session_id=session_id, route_id="server-<s>-lanes-<num_envs(s)>"))``
+  in-process, lane for lane.
 * Every server gets its own policy (resolved once per session) or, with ``policy_address``,
   its own route on that one model server.
 * A server whose session fails (its env calls fail, time out or the connection drops) ends
@@ -41,25 +42,25 @@ from rlmesh_gym.evaluation._evaluate import (
     SessionEvaluation,
     default_ids,
 )
-from rlmesh_gym.evaluation._options import EvaluationOptions, coroutine_twin
+from rlmesh_gym.evaluation._options import EvaluationOptions, check_options
 from rlmesh_gym.evaluation._progress import EpisodeProgress, progress_wanted
 from rlmesh_gym.evaluation._quotas import lane_quotas
 from rlmesh_gym.evaluation._result import EvalResult, EvalTimings, FleetServer, combined_timings
+from rlmesh_gym.evaluation._settings import EvaluationSettings
+from rlmesh_gym.evaluation._signatures import coroutine_twin, moved_arguments
 from rlmesh_gym.policies.resolve import describe_policy, resolve_policy
 from rlmesh_gym.recording.episode_record import EpisodeRecord
-from rlmesh_gym.runtime import (
-    EnvRpcError,
-    OperationTimeoutError,
-    RouteCancelledError,
-    RuntimeHooks,
-    RuntimeLimits,
-)
+from rlmesh_gym.runtime import EnvRpcError, OperationTimeoutError, RouteCancelledError
 from rlmesh_gym.runtime.autoreset import AutoresetMode
 
 __all__ = ["evaluate_fleet", "evaluate_fleet_async", "fleet_route_id"]
 
-# evaluate_fleet's arguments that say how to reach the servers, not how to evaluate.
-_TRANSPORT = ("token", "connect_timeout", "request_timeout", "policy_address")
+# evaluate_fleet's arguments that say how to reach the servers and what to do when one fails,
+# not how to evaluate.
+_TRANSPORT = ("on_server_failure", "token", "connect_timeout", "request_timeout", "policy_address")
+_FAILURE_MODES = ("raise", "reassign")
+# Options the servers set themselves (their lanes, autoreset mode and env), and target_ci's cap.
+_NOT_FOR_A_FLEET = ("vectorization", "env_kwargs", "route_id", "max_episodes")
 
 _STOPPED_REASON = "another server of the fleet failed"
 
@@ -106,8 +107,9 @@ class _Fleet:
         self,
         addresses: Sequence[str],
         policy: Any,
-        options: EvaluationOptions,
+        settings: EvaluationSettings,
         *,
+        on_server_failure: str,
         token: str | None,
         connect_timeout: float,
         request_timeout: float | None,
@@ -120,8 +122,13 @@ class _Fleet:
             raise ValueError("a fleet evaluation needs a policy (or a policy_address)")
         self.policy = policy
         self.policy_name = policy_address if policy_address is not None else describe_policy(policy)
-        self.options = options
-        self.reassign = options.on_server_failure == "reassign"
+        if on_server_failure not in _FAILURE_MODES:
+            raise ValueError(
+                f"on_server_failure must be one of {', '.join(map(repr, _FAILURE_MODES))}, "
+                f"got {on_server_failure!r}"
+            )
+        self.settings = settings
+        self.reassign = on_server_failure == "reassign"
         self.token = token
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
@@ -133,7 +140,15 @@ class _Fleet:
     def from_arguments(cls, addresses: Sequence[str], policy: Any, **arguments: Any) -> _Fleet:
         """The fleet :func:`evaluate_fleet`'s arguments describe (the options checked once)."""
         transport = {name: arguments.pop(name) for name in _TRANSPORT}
-        return cls(addresses, policy, EvaluationOptions(**arguments), **transport)
+        options = check_options(arguments.pop("options"))
+        given = options.given(_NOT_FOR_A_FLEET)
+        if given:
+            raise ValueError(
+                f"EvaluationOptions {', '.join(given)} cannot be given for a fleet of env servers: each "
+                "server sets its own lanes, autoreset mode and env (see serve-env), and a fleet evaluates "
+                "a fixed number of episodes (max_episodes goes with evaluate()'s target_ci)"
+            )
+        return cls(addresses, policy, EvaluationSettings.of(options, **arguments), **transport)
 
     def cancel(self) -> None:
         """Ask every running session to end after its current step (thread-safe)."""
@@ -168,10 +183,10 @@ class _Fleet:
             return resolve_policy(
                 self.policy,
                 env.contract,
-                seed=self.options.seed,
-                device=self.options.device,
-                deterministic=self.options.deterministic,
-                allow_pickle=self.options.allow_pickle,
+                seed=self.settings.seed,
+                device=self.settings.device,
+                deterministic=self.settings.deterministic,
+                allow_pickle=self.settings.allow_pickle,
             )
         from rlmesh_gym.serve import RemoteModel
 
@@ -197,17 +212,17 @@ class _Fleet:
         for index, (address, env) in enumerate(zip(self.addresses, envs, strict=True)):
             servers.append(_Server(index, address, first_lane, env.num_envs, [], [0] * env.num_envs))
             first_lane += env.num_envs
-        quotas = lane_quotas(self.options.episodes, first_lane)
+        quotas = lane_quotas(self.settings.episodes, first_lane)
         for server in servers:
             server.quotas = list(quotas[server.first_lane : server.first_lane + server.num_envs])
         self.env_id = contract.id or "env"
         self.autoreset = AutoresetMode.from_wire(contract.autoreset_mode)
-        self.session = self.options.session_id or default_ids(self.env_id, first_lane)[0]
+        self.session = self.settings.session_id or default_ids(self.env_id, first_lane)[0]
 
         bar = None
-        if progress_wanted(self.options.progress):
+        if progress_wanted(self.settings.progress):
             description = f"{self.env_id} x{first_lane} on {len(servers)} servers"
-            bar = EpisodeProgress(self.options.episodes, description)
+            bar = EpisodeProgress(self.settings.episodes, description)
         parts: list[tuple[str, _Server]] = []
         records: list[EpisodeRecord] = []
         timings: list[EvalTimings] = []
@@ -256,14 +271,14 @@ class _Fleet:
             mismatch = isinstance(failure.cause, PolicyMismatchError)
             error_type = PolicyMismatchError if mismatch else EvaluationError
             raise error_type(
-                f"fleet evaluation of {self.env_id} stopped after {len(records)} of {self.options.episodes} "
+                f"fleet evaluation of {self.env_id} stopped after {len(records)} of {self.settings.episodes} "
                 f"episodes: {failure}",
                 partial,
             ) from failure.cause
         finally:
             if bar is not None:
                 bar.close()
-            if self.options.record is not None and parts:
+            if self.settings.record is not None and parts:
                 self._merge_recordings(contract, servers, parts)
         return self._result(servers, records, timings, started, reassigned, complete=True)
 
@@ -288,21 +303,21 @@ class _Fleet:
                 server.route_ids.append(route)
                 record = self._part_record(server, round_, parts)
                 resolved = ResolvedEnv(env, self.env_id, server.num_envs, self.autoreset, None, owned=True)
-                options = EvaluationOptions(
+                settings = EvaluationSettings(
                     episodes=sum(quotas),
-                    seed=self.options.seed,
-                    hooks=self.options.hooks,
+                    seed=self.settings.seed,
+                    hooks=self.settings.hooks,
                     progress=False,
                     record=record,
-                    limits=self.options.limits,
+                    limits=self.settings.limits,
                     session_id=self.session,
                     route_id=route,
-                    max_steps=self.options.max_steps,
+                    max_steps=self.settings.max_steps,
                 )
                 evaluation = SessionEvaluation(
                     resolved,
                     model,
-                    options,
+                    settings,
                     policy_name=self.policy_name,
                     quotas=tuple(quotas),
                     progress_bar=bar,
@@ -365,13 +380,13 @@ class _Fleet:
         """``record`` as ``RecordingOptions`` (a path gets the default options)."""
         from rlmesh_gym.recording import RecordingOptions
 
-        record = self.options.record
+        record = self.settings.record
         assert record is not None  # asked for only when recording
         return record if isinstance(record, RecordingOptions) else RecordingOptions(record)
 
     def _part_record(self, server: _Server, round_: int, parts: list[tuple[str, _Server]]) -> Any:
         """Where this session records to (``None`` when not recording)."""
-        if self.options.record is None:
+        if self.settings.record is None:
             return None
         from rlmesh_gym.recording.fleet import part_options
 
@@ -393,7 +408,7 @@ class _Fleet:
             sum(server.num_envs for server in servers),
             [FleetPart(path, server.address, server.first_lane) for path, server in parts],
             env_id=self.env_id,
-            base_seed=self.options.seed,
+            base_seed=self.settings.seed,
         )
 
     def _result(
@@ -411,13 +426,13 @@ class _Fleet:
             env_id=self.env_id,
             policy=self.policy_name,
             num_envs=num_envs,
-            episodes_requested=self.options.episodes,
-            seed=self.options.seed,
+            episodes_requested=self.settings.episodes,
+            seed=self.settings.seed,
             autoreset=self.autoreset.value,
             vectorization=None,
             session_id=self.session,
             route_id=",".join(route for server in servers for route in server.route_ids),
-            quotas=lane_quotas(self.options.episodes, num_envs),
+            quotas=lane_quotas(self.settings.episodes, num_envs),
             episodes=tuple(records),
             timings=combined_timings(timings, (perf_counter_ns() - started_ns) / 1e9),
             complete=complete,
@@ -549,22 +564,26 @@ async def _close_models(models: list[Any], policy_address: str | None) -> None:
             await model.close()
 
 
+# evaluate_fleet()'s keyword arguments of earlier releases that moved (docs/evaluation.md, Changelog).
+_MOVED = {
+    name: f"pass options=EvaluationOptions({name}=...)"
+    for name in ("hooks", "limits", "session_id", "allow_pickle", "max_steps")
+}
+
+
+@moved_arguments(_MOVED)
 def evaluate_fleet(
     addresses: Sequence[str],
     policy: Any = None,
     *,
     episodes: int = 10,
     seed: int | None = None,
-    on_server_failure: str = "raise",
-    hooks: Sequence[RuntimeHooks] = (),
-    progress: bool = True,
-    record: str | os.PathLike[str] | Any | None = None,
-    limits: RuntimeLimits | None = None,
-    session_id: str | None = None,
-    device: str = "cpu",
     deterministic: bool = True,
-    allow_pickle: bool = False,
-    max_steps: int | None = None,
+    device: str = "cpu",
+    record: str | os.PathLike[str] | Any | None = None,
+    progress: bool = True,
+    on_server_failure: str = "raise",
+    options: EvaluationOptions | None = None,
     token: str | None = None,
     connect_timeout: float = 10.0,
     request_timeout: float | None = None,
@@ -572,13 +591,13 @@ def evaluate_fleet(
 ) -> EvalResult:
     """Evaluate ``policy`` on the env servers at ``addresses`` (``"HOST:PORT"``, in order) at once.
 
-    ``evaluate([address, ...], policy, ...)`` calls this. Every server must serve the same env
-    (id, spaces, autoreset mode; lane counts may differ): a server that differs is refused,
-    by address, before any episode runs, and so is one that cannot be reached. The
-    ``episodes`` are split over all lanes of all servers, numbered fleet-wide in server order,
-    with :func:`lane_quotas`; each server runs one session with its share (see the module
-    docstring for its session and route ids, which fix its reset seeds), so the same
-    addresses (in the same order), lane counts, policy and ``seed`` give the same episodes.
+    Every server must serve the same env (id, spaces, autoreset mode; lane counts may differ):
+    a server that differs is refused, by address, before any episode runs, and so is one that
+    cannot be reached. The ``episodes`` are split over all lanes of all servers, numbered
+    fleet-wide in server order, with :func:`lane_quotas`; each server runs one session with its
+    share (see the module docstring for its session and route ids, which fix its reset seeds),
+    so the same addresses (in the same order), lane counts, policy and ``seed`` give the same
+    episodes.
 
     ``policy`` is anything :func:`evaluate` takes, resolved once per server session (a
     ``RuntimeModel`` instance is shared by every session); ``policy_address`` instead gives
@@ -590,12 +609,16 @@ def evaluate_fleet(
     ``"reassign"``: the failed servers' unmet episodes run afterwards on the surviving servers
     and the result says how many (``reassigned_episodes``, and ``servers[i].failure``).
     ``record`` writes one recording for the whole fleet (fleet-wide lanes; each episode names
-    its server). The other arguments are :func:`evaluate`'s.
+    its server). The other arguments are :func:`evaluate`'s; of ``options``, ``hooks``,
+    ``max_steps``, ``limits``, ``allow_pickle`` and ``session_id`` apply (the servers set their
+    own lanes, autoreset mode and env, so ``vectorization``, ``env_kwargs`` and ``route_id``
+    cannot be given, nor ``max_episodes``).
     """
     fleet = _Fleet.from_arguments(**locals())
     return run_blocking(fleet.run, fleet.cancel)
 
 
+@moved_arguments(_MOVED)
 @coroutine_twin(evaluate_fleet)
 async def evaluate_fleet_async(addresses: Sequence[str], **arguments: Any) -> EvalResult:
     """:func:`evaluate_fleet` as a coroutine on the caller's event loop (same arguments)."""

@@ -279,8 +279,8 @@ class RuntimeSessionSpec:
             AutoresetMode.from_wire(contract.autoreset_mode)
         except ValueError as error:
             return str(error)
-        # The seed's rules 11 (SAME_STEP) and 12 (vectorised DISABLED/UNSPECIFIED) are the two
-        # deliberate extensions: both are accepted (module docstring).
+        # Upstream rlmesh-runtime 0.1.0-rc.1's rules 11 (SAME_STEP) and 12 (vectorised
+        # DISABLED/UNSPECIFIED) are the two deliberate extensions: both are accepted (module docstring).
         if contract.num_envs and contract.num_envs != num_envs:
             return (
                 f"runtime num_envs ({num_envs}) does not match env_contract.num_envs "

@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 FROM_FACADE = frozenset({"__version__"})
 # The one sanctioned upward import, each with its reason (docs/design/layering.md#exceptions).
 ALLOWED_UPWARD: dict[tuple[str, str], str] = {
-    ("evaluation/fleet.py", "serve"): "evaluate([address, ...]) connects to env servers; the gRPC "
+    ("evaluation/fleet.py", "serve"): "evaluate_fleet([address, ...]) connects to env servers; the gRPC "
     "transport is loaded on demand inside the fleet module only",
 }
 

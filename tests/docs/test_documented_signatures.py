@@ -10,11 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from rlmesh_gym.evaluation import evaluate
+from rlmesh_gym.evaluation import compare, evaluate, evaluate_fleet
 
 DOCS = Path(__file__).resolve().parent.parent.parent / "docs"
 
-DOCUMENTED = [("evaluation.md", "evaluate", evaluate)]
+DOCUMENTED = [
+    ("evaluation.md", "evaluate", evaluate),
+    ("evaluation.md", "compare", compare),
+    ("evaluation.md", "evaluate_fleet", evaluate_fleet),
+]
 
 
 def documented_parameters(page: str, name: str) -> list[str]:

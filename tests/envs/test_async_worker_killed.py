@@ -12,7 +12,7 @@ SCRIPT = textwrap.dedent(
     """
     import sys, threading, time
     import psutil
-    from rlmesh_gym import evaluate
+    from rlmesh_gym import EvaluationOptions, evaluate
     from rlmesh_gym.evaluation import EvaluationError
 
     VICTIM = int(sys.argv[1])
@@ -32,7 +32,10 @@ SCRIPT = textwrap.dedent(
 
     threading.Thread(target=kill_one_worker, daemon=True).start()
     try:
-        evaluate("CartPole-v1", "random", episodes=10**7, num_envs=3, vectorization="async", progress=False)
+        evaluate(
+            "CartPole-v1", "random", episodes=10**7, num_envs=3, progress=False,
+            options=EvaluationOptions(vectorization="async"),
+        )
         print("no error")
     except EvaluationError as error:
         print("EvaluationError", flush=True)

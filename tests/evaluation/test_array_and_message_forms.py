@@ -14,7 +14,7 @@ import torch
 from _eval_envs import register_test_envs
 
 from rlmesh_gym.envs import GymVectorEnv
-from rlmesh_gym.evaluation import evaluate
+from rlmesh_gym.evaluation import EvaluationOptions, evaluate
 from rlmesh_gym.policies import RandomPolicy, TorchPolicy
 from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.runtime import RuntimeHooks
@@ -174,7 +174,9 @@ def _run(env_id: str, policy_factory, mode: str, *, message_form: bool, num_envs
     log = EventLog()
     run_env, run_model = (MessageOnlyEnv(env), MessageOnlyModel(model)) if message_form else (env, model)
     try:
-        result = evaluate(run_env, run_model, episodes=7, seed=11, hooks=[log], progress=False)
+        result = evaluate(
+            run_env, run_model, episodes=7, seed=11, progress=False, options=EvaluationOptions(hooks=[log])
+        )
     finally:
         gymnasium.vector.VectorEnv.close(env.env)
     if message_form:
@@ -240,8 +242,8 @@ def test_mixed_forms_and_transform_hooks_give_the_same_run(mode):
                 MessageOnlyModel(model) if model_form == "message" else model,
                 episodes=4,
                 seed=3,
-                hooks=[Transforms(), log],
                 progress=False,
+                options=EvaluationOptions(hooks=[Transforms(), log]),
             )
         finally:
             gymnasium.vector.VectorEnv.close(env.env)
@@ -277,7 +279,15 @@ def test_events_read_after_the_run_hold_their_own_step():
         return (batch[:, 2] > 0).astype("int64")
 
     keeper = Keeper()
-    evaluate("CartPole-v1", keep_inputs, episodes=2, num_envs=2, seed=0, hooks=[keeper], progress=False)
+    evaluate(
+        "CartPole-v1",
+        keep_inputs,
+        episodes=2,
+        num_envs=2,
+        seed=0,
+        progress=False,
+        options=EvaluationOptions(hooks=[keeper]),
+    )
     # Each predict got its own batch (the vector env reuses one buffer): no two are the same object
     # and consecutive ones differ.
     assert len({id(batch) for batch in observations}) == len(observations)
@@ -303,6 +313,12 @@ def test_observer_hooks_do_not_change_what_is_sent():
 
     plain = evaluate("CartPole-v1", "random", episodes=3, num_envs=1, seed=4, progress=False)
     meddled = evaluate(
-        "CartPole-v1", "random", episodes=3, num_envs=1, seed=4, hooks=[Meddler()], progress=False
+        "CartPole-v1",
+        "random",
+        episodes=3,
+        num_envs=1,
+        seed=4,
+        progress=False,
+        options=EvaluationOptions(hooks=[Meddler()]),
     )
     assert [r.length for r in meddled.episodes] == [r.length for r in plain.episodes]

@@ -10,7 +10,12 @@ import numpy as np
 import pytest
 
 from rlmesh_gym import compare
-from rlmesh_gym.evaluation import PolicyMismatchError, bootstrap_interval, probability_of_improvement
+from rlmesh_gym.evaluation import (
+    EvaluationOptions,
+    PolicyMismatchError,
+    bootstrap_interval,
+    probability_of_improvement,
+)
 from rlmesh_gym.recording import load_recording, replay_episode
 
 
@@ -176,7 +181,7 @@ def test_recordings_store_the_env_kwargs_and_replay_with_them(tmp_path):
         num_envs=2,
         progress=False,
         record=tmp_path,
-        env_kwargs={"max_episode_steps": 7},
+        options=EvaluationOptions(env_kwargs={"max_episode_steps": 7}),
     )
     assert [row.returns["shipped"] for row in comparison.episodes] == [7.0, 7.0]
     for path in comparison.recordings.values():
@@ -190,5 +195,5 @@ def test_recordings_store_the_env_kwargs_and_replay_with_them(tmp_path):
             gymnasium.make_vec("CartPole-v1", 2, vectorization_mode="sync"),
             {"a": "random", "b": "random"},
             episodes=2,
-            env_kwargs={"max_episode_steps": 7},
+            options=EvaluationOptions(env_kwargs={"max_episode_steps": 7}),
         )

@@ -16,7 +16,14 @@ import torch
 from _eval_envs import ExplodingEnv, FixedLengthEnv, balance_pole, episode_key, register_test_envs
 
 from rlmesh_gym.envs import GymVectorEnv
-from rlmesh_gym.evaluation import EvalResult, EvaluationError, PolicyMismatchError, evaluate, evaluate_async
+from rlmesh_gym.evaluation import (
+    EvalResult,
+    EvaluationError,
+    EvaluationOptions,
+    PolicyMismatchError,
+    evaluate,
+    evaluate_async,
+)
 from rlmesh_gym.policies import CallablePolicy
 from rlmesh_gym.policies.pretrained import load_pretrained
 from rlmesh_gym.runtime import RuntimeHooks
@@ -29,8 +36,9 @@ def _registered():
     register_test_envs()
 
 
-def _fast(**kwargs):
-    return dict(episodes=4, num_envs=2, seed=0, progress=False) | kwargs
+def _fast(env_kwargs=None, **kwargs):
+    options = {} if env_kwargs is None else {"options": EvaluationOptions(env_kwargs=env_kwargs)}
+    return dict(episodes=4, num_envs=2, seed=0, progress=False) | options | kwargs
 
 
 # -- env forms --------------------------------------------------------------------------------
@@ -88,12 +96,17 @@ def test_existing_env_must_match_num_envs_and_autoreset():
     ):
         evaluate(env, "random", autoreset="disabled", progress=False)
     with pytest.raises(ValueError, match="vectorization applies only when env is an env id"):
-        evaluate(env, "random", vectorization="async", progress=False)
+        evaluate(env, "random", progress=False, options=EvaluationOptions(vectorization="async"))
     asyncio.run(env.close(5.0))
 
 
 def test_env_kwargs_reach_the_env_constructor():
-    result = evaluate("rlmesh_eval_test/FixedLength-v0", "random", env_kwargs={"length": 4}, **_fast())
+    result = evaluate(
+        "rlmesh_eval_test/FixedLength-v0",
+        "random",
+        **_fast(),
+        options=EvaluationOptions(env_kwargs={"length": 4}),
+    )
     assert result.returns == [4.0] * 4
 
 
@@ -131,7 +144,7 @@ def test_saved_policy_paths(tmp_path):
     torch.save(load_pretrained("cartpole"), pickled)
     with pytest.raises(ValueError, match="allow_pickle=True"):
         evaluate("CartPole-v1", pickled, **_fast())
-    trusted = evaluate("CartPole-v1", pickled, allow_pickle=True, **_fast())
+    trusted = evaluate("CartPole-v1", pickled, **_fast(), options=EvaluationOptions(allow_pickle=True))
     assert [episode_key(r) for r in trusted.episodes] == [episode_key(r) for r in from_path.episodes]
 
 
@@ -228,8 +241,8 @@ def test_interrupt_in_a_running_loop_cancels_cleanly_and_raises_keyboard_interru
             return evaluate(
                 "rlmesh_eval_test/Exploding-v0",
                 "random",
-                hooks=[hook],
-                **_fast(episodes=10**6, env_kwargs={"explode_at": 10**9}),
+                **_fast(episodes=10**6),
+                options=EvaluationOptions(hooks=[hook], env_kwargs={"explode_at": 10**9}),
             )
         finally:
             signal.signal(signal.SIGINT, previous)
@@ -256,11 +269,13 @@ def test_unknown_env_id():
             dict(autoreset="sometimes"),
             "unknown autoreset mode 'sometimes'; expected 'next_step', 'same_step' or 'disabled'",
         ),
-        (dict(vectorization="gpu"), "unknown vectorization 'gpu'; expected 'sync' or 'async'"),
+        (
+            dict(options=EvaluationOptions(vectorization="gpu")),
+            "unknown vectorization 'gpu'; expected 'sync' or 'async'",
+        ),
         (dict(episodes=0), "episodes must be an int >= 1, got 0"),
         (dict(num_envs=0), "num_envs must be an int >= 1, got 0"),
         (dict(seed=-1), r"seed must be None or an int in \[0, 2\*\*63\), got -1"),
-        (dict(hooks=[object()]), "hooks must be RuntimeHooks instances"),
     ],
 )
 def test_bad_arguments(kwargs, message):
@@ -365,8 +380,8 @@ def test_ctrl_c_in_a_plain_script_cancels_cleanly_and_raises_keyboard_interrupt(
         evaluate(
             "rlmesh_eval_test/Exploding-v0",
             "random",
-            hooks=[hook],
-            **_fast(episodes=10**6, env_kwargs={"explode_at": 10**9}),
+            **_fast(episodes=10**6),
+            options=EvaluationOptions(hooks=[hook], env_kwargs={"explode_at": 10**9}),
         )
     # A million episodes: only the cancellation can have ended the run.
     assert ExplodingEnv.closes == 2  # both lanes' envs closed by the driver's shutdown

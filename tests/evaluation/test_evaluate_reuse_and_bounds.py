@@ -10,7 +10,7 @@ import pytest
 from _eval_envs import FixedLengthEnv, episode_key, register_test_envs
 
 from rlmesh_gym.envs import GymVectorEnv
-from rlmesh_gym.evaluation import EvaluationError, evaluate, evaluate_async
+from rlmesh_gym.evaluation import EvaluationError, EvaluationOptions, evaluate, evaluate_async
 from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.runtime import RuntimeEnv
 from rlmesh_gym.spaces.codec import encode_batch
@@ -154,7 +154,9 @@ def test_max_steps_ends_an_evaluation_whose_episodes_never_end(mode):
         autoreset_mode={"next_step": "NextStep", "same_step": "SameStep", "disabled": "Disabled"}[mode],
     )
     with pytest.raises(EvaluationError) as caught:
-        evaluate(vector, "random", episodes=4, seed=0, progress=False, max_steps=25)
+        evaluate(
+            vector, "random", episodes=4, seed=0, progress=False, options=EvaluationOptions(max_steps=25)
+        )
     error = caught.value
     assert (
         "reached max_steps=25 vector steps with 2 of 4 episodes counted (per lane [0, 2] of [2, 2])"
@@ -170,10 +172,14 @@ def test_max_steps_is_a_cap_not_a_target():
     uncapped = evaluate("rlmesh_eval_test/FixedLength-v0", "random", **kwargs)
     # Two 5-step episodes and NEXT_STEP's reset step between them.
     assert uncapped.timings.vector_steps == 11
-    exact = evaluate("rlmesh_eval_test/FixedLength-v0", "random", max_steps=11, **kwargs)
+    exact = evaluate(
+        "rlmesh_eval_test/FixedLength-v0", "random", **kwargs, options=EvaluationOptions(max_steps=11)
+    )
     assert exact.complete and _keys(exact) == _keys(uncapped) and exact.timings.vector_steps == 11
     with pytest.raises(EvaluationError, match="reached max_steps=10 vector steps with 1 of 2 episodes"):
-        evaluate("rlmesh_eval_test/FixedLength-v0", "random", max_steps=10, **kwargs)
+        evaluate(
+            "rlmesh_eval_test/FixedLength-v0", "random", **kwargs, options=EvaluationOptions(max_steps=10)
+        )
 
 
 def test_max_steps_with_evaluate_async():
@@ -185,7 +191,7 @@ def test_max_steps_with_evaluate_async():
             num_envs=2,
             seed=0,
             progress=False,
-            max_steps=3,
+            options=EvaluationOptions(max_steps=3),
         )
 
     with pytest.raises(EvaluationError, match="reached max_steps=3") as caught:
@@ -198,4 +204,4 @@ def test_max_steps_must_be_a_positive_int(bad):
     with pytest.raises(
         ValueError, match=f"max_steps must be None or an int >= 1 \\(vector steps\\), got {bad!r}"
     ):
-        evaluate("CartPole-v1", "random", progress=False, max_steps=bad)
+        evaluate("CartPole-v1", "random", progress=False, options=EvaluationOptions(max_steps=bad))

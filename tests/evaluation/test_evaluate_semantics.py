@@ -13,7 +13,7 @@ from _eval_envs import (
     register_test_envs,
 )
 
-from rlmesh_gym.evaluation import default_ids, evaluate, lane_quotas
+from rlmesh_gym.evaluation import EvaluationOptions, default_ids, evaluate, lane_quotas
 from rlmesh_gym.runtime import RuntimeHooks, reset_seed
 
 MODES = ("next_step", "same_step", "disabled")
@@ -49,8 +49,10 @@ def test_same_seed_same_episodes(mode):
 
 def test_async_vectorization_gives_the_same_episodes_as_sync():
     kwargs = dict(episodes=6, num_envs=2, seed=3, progress=False)
-    sync = evaluate("CartPole-v1", balance_pole, vectorization="sync", **kwargs)
-    asynchronous = evaluate("CartPole-v1", balance_pole, vectorization="async", **kwargs)
+    sync = evaluate("CartPole-v1", balance_pole, **kwargs, options=EvaluationOptions(vectorization="sync"))
+    asynchronous = evaluate(
+        "CartPole-v1", balance_pole, **kwargs, options=EvaluationOptions(vectorization="async")
+    )
     assert [episode_key(r) for r in sync.episodes] == [episode_key(r) for r in asynchronous.episodes]
 
 
@@ -75,8 +77,7 @@ def test_given_ids_change_the_seeds():
         num_envs=2,
         seed=0,
         progress=False,
-        session_id="mine",
-        route_id="r",
+        options=EvaluationOptions(session_id="mine", route_id="r"),
     )
     assert custom.session_id == "mine" and custom.route_id == "r"
     assert {r.seed for r in custom.episodes}.isdisjoint({r.seed for r in default.episodes})
@@ -92,7 +93,9 @@ def test_mixed_length_lanes_fill_their_quotas_and_the_mean_is_unbiased(mode):
         lengths, autoreset={"next_step": "NextStep", "same_step": "SameStep", "disabled": "Disabled"}[mode]
     )
     try:
-        result = evaluate(env, "random", episodes=10, seed=0, hooks=[spy], progress=False)
+        result = evaluate(
+            env, "random", episodes=10, seed=0, progress=False, options=EvaluationOptions(hooks=[spy])
+        )
     finally:
         env.close()
     assert result.quotas == lane_quotas(10, 2) == (5, 5)
@@ -110,7 +113,9 @@ def test_quotas_take_each_lanes_first_episodes_in_order():
     spy = AllCompletions()
     env = gymnasium.vector.SyncVectorEnv([lambda: RandomLengthEnv((2, 30))] * 4, autoreset_mode="NextStep")
     try:
-        result = evaluate(env, "random", episodes=20, seed=1, hooks=[spy], progress=False)
+        result = evaluate(
+            env, "random", episodes=20, seed=1, progress=False, options=EvaluationOptions(hooks=[spy])
+        )
     finally:
         env.close()
     assert result.episodes_per_lane == (5, 5, 5, 5)

@@ -6,26 +6,42 @@ import pytest
 
 from rlmesh_gym.cli import main
 from rlmesh_gym.cli._fleet_eval import env_addresses
-from rlmesh_gym.evaluation import evaluate, evaluate_fleet, fleet_route_id
+from rlmesh_gym.evaluation import EvaluationOptions, evaluate, evaluate_fleet, fleet_route_id
 from rlmesh_gym.recording import RecordingOptions
 
 
 @pytest.mark.parametrize(
-    ("env", "options", "error", "message"),
+    ("addresses", "arguments", "error", "message"),
     [
         ([], {}, ValueError, "at least one env server address"),
         (["127.0.0.1:1", "127.0.0.1:1"], {}, ValueError, "env server 127.0.0.1:1 is listed twice"),
         (["127.0.0.1:1", ""], {}, TypeError, "non-empty 'HOST:PORT' strings"),
         (["127.0.0.1:1"], {"on_server_failure": "retry"}, ValueError, "on_server_failure must be one of"),
-        (["127.0.0.1:1"], {"num_envs": 4}, ValueError, "num_envs cannot be given for a fleet"),
-        (["127.0.0.1:1"], {"autoreset": "disabled"}, ValueError, "autoreset cannot be given"),
+        (
+            ["127.0.0.1:1"],
+            {"options": EvaluationOptions(vectorization="async", route_id="r")},
+            ValueError,
+            "EvaluationOptions vectorization, route_id cannot be given for a fleet",
+        ),
+        (
+            ["127.0.0.1:1"],
+            {"options": EvaluationOptions(env_kwargs={})},
+            ValueError,
+            "EvaluationOptions env_kwargs cannot be given for a fleet",
+        ),
+        (["127.0.0.1:1"], {"options": EvaluationOptions(max_episodes=20)}, ValueError, "max_episodes"),
         (["127.0.0.1:1"], {"episodes": 0}, ValueError, "episodes must be an int >= 1"),
-        ("CartPole-v1", {"on_server_failure": "reassign"}, ValueError, "applies only to a fleet"),
+        (["127.0.0.1:1"], {"options": "fast"}, TypeError, "options must be an rlmesh_gym.EvaluationOptions"),
     ],
 )
-def test_bad_fleet_arguments_are_named(env, options, error, message):
+def test_bad_fleet_arguments_are_named(addresses, arguments, error, message):
     with pytest.raises(error, match=message):
-        evaluate(env, "random", progress=False, **options)
+        evaluate_fleet(addresses, "random", progress=False, **arguments)
+
+
+def test_a_list_of_addresses_is_not_an_env_for_evaluate():
+    with pytest.raises(TypeError, match=r"evaluate\(\) takes one env; .*evaluate_fleet"):
+        evaluate(["127.0.0.1:1"], "random", progress=False)
 
 
 def test_a_fleet_needs_exactly_one_of_policy_and_policy_address():

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from rlmesh_gym.evaluation import EvaluationError, evaluate, lane_quotas
+from rlmesh_gym.evaluation import EvaluationError, EvaluationOptions, evaluate, lane_quotas
 from rlmesh_gym.evaluation._precision import estimate_rounds
 from rlmesh_gym.recording import load_recording
 
@@ -117,7 +117,13 @@ def test_pilot_and_estimate_are_separate_whole_rounds(tmp_path):
 
 def test_the_cap_bounds_pilot_and_estimate_together():
     result = evaluate(
-        _env(num_envs=2), "random", episodes=4, seed=0, progress=False, target_ci=0.01, max_episodes=14
+        _env(num_envs=2),
+        "random",
+        episodes=4,
+        seed=0,
+        progress=False,
+        target_ci=0.01,
+        options=EvaluationOptions(max_episodes=14),
     )
     assert len(result.pilot_episodes) + len(result.episodes) == 12  # 1 + 2 whole rounds; 3 would pass 14
     assert result.target_met is False and result.to_dict()["target_met"] is False
@@ -150,8 +156,11 @@ def test_estimate_rounds():
         ({"target_ci": -1.0}, "target_ci must be a positive number"),
         ({"target_ci": "wide"}, "target_ci must be a positive number"),
         ({"target_ci": math.inf}, "target_ci must be finite"),
-        ({"target_ci": 1.0, "max_episodes": 7}, r"max_episodes must be an int >= 2 \* episodes \(8"),
-        ({"max_episodes": 40}, "max_episodes applies only with target_ci"),
+        (
+            {"target_ci": 1.0, "options": EvaluationOptions(max_episodes=7)},
+            r"max_episodes must be an int >= 2 \* episodes \(8",
+        ),
+        ({"options": EvaluationOptions(max_episodes=40)}, "max_episodes applies only with target_ci"),
         ({"target_ci": 1.0, "episodes": 1}, "target_ci needs episodes >= 2"),
     ],
 )
@@ -173,7 +182,7 @@ def test_a_pilot_cut_short_by_max_steps_reports_its_episodes():
             seed=0,
             progress=False,
             target_ci=5.0,
-            max_steps=30,
+            options=EvaluationOptions(max_steps=30),
         )
     partial = caught.value.partial
     assert not partial.complete and partial.episodes == () and partial.target_ci == 5.0

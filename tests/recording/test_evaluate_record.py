@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rlmesh_gym.cli import main
-from rlmesh_gym.evaluation import evaluate
+from rlmesh_gym.evaluation import EvaluationOptions, evaluate
 from rlmesh_gym.recording import RecordingOptions, load_recording, replay_episode
 
 
@@ -82,7 +82,7 @@ def test_replay_makes_the_env_with_the_evaluation_env_kwargs(rec_path):
         autoreset="disabled",
         record=rec_path,
         progress=False,
-        env_kwargs={"max_episode_steps": 8},
+        options=EvaluationOptions(env_kwargs={"max_episode_steps": 8}),
     )
     recording = load_recording(rec_path)
     assert recording.header.env_kwargs == {"max_episode_steps": 8}
@@ -164,7 +164,13 @@ def test_each_recorded_episode_says_whether_the_evaluation_counted_it(rec_path):
 def test_an_incompatible_render_mode_with_frames_is_refused(rec_path):
     options = RecordingOptions(rec_path, frame_lanes=[0])
     with pytest.raises(ValueError, match=r"frame_lanes=\[0\].*render_mode='human'.*leave render_mode out"):
-        evaluate("CartPole-v1", "random", episodes=1, record=options, env_kwargs={"render_mode": "human"})
+        evaluate(
+            "CartPole-v1",
+            "random",
+            episodes=1,
+            record=options,
+            options=EvaluationOptions(env_kwargs={"render_mode": "human"}),
+        )
     import gymnasium as gym
 
     env = gym.make("CartPole-v1")  # built without a render mode

@@ -42,7 +42,8 @@ def contract(num_envs: int = 0, mode: int = UNSPECIFIED) -> env_pb2.EnvContract:
 
 
 def single_env_spec(**overrides: object) -> RuntimeSessionSpec:
-    """The seed's single-env fixture: session-1/route-1/env-1/model-1, UNSPECIFIED, 1 episode."""
+    """Upstream rlmesh-runtime 0.1.0-rc.1's single-env fixture: session-1/route-1/env-1/model-1,
+    UNSPECIFIED, 1 episode."""
     fields: dict[str, object] = dict(
         session_id="session-1",
         route_id="route-1",
@@ -70,8 +71,9 @@ def vector_spec(num_envs: int, mode: int, **overrides: object) -> RuntimeSession
 
 
 class CountingEnv(RuntimeEnv):
-    """The seed's test env: reset obs [1] and id "episode-1"; step k gives obs [k], reward 1.0,
-    and completes "episode-1" at k == terminal_after (step_count=k, cumulative_reward=k)."""
+    """Upstream rlmesh-runtime 0.1.0-rc.1's test env: reset obs [1] and id "episode-1"; step k gives
+    obs [k], reward 1.0, and completes "episode-1" at k == terminal_after (step_count=k,
+    cumulative_reward=k)."""
 
     def __init__(self, log: list | None = None, terminal_after: int = 1) -> None:
         self.log = log if log is not None else []
@@ -110,7 +112,7 @@ class CountingEnv(RuntimeEnv):
 
 
 class EchoModel(RuntimeModel):
-    """The seed's test model: echoes the request context, returns action [0]."""
+    """Upstream rlmesh-runtime 0.1.0-rc.1's test model: echoes the request context, returns action [0]."""
 
     def __init__(self, log: list | None = None) -> None:
         self.log = log if log is not None else []

@@ -11,7 +11,7 @@ import pytest
 from test_cli_serve import Served
 
 from rlmesh_gym.cli import main
-from rlmesh_gym.evaluation import EvaluationError, evaluate, fleet_route_id
+from rlmesh_gym.evaluation import EvaluationError, EvaluationOptions, evaluate, evaluate_fleet, fleet_route_id
 from rlmesh_gym.recording import load_recording
 from rlmesh_gym.runtime import RuntimeHooks
 
@@ -54,9 +54,8 @@ def in_process_lanes(server: int, num_envs: int, episodes: int) -> dict[int, lis
         num_envs=num_envs,
         autoreset="disabled",
         seed=SEED,
-        session_id="eval-CartPole-v1",
-        route_id=fleet_route_id(server, num_envs),
         progress=False,
+        options=EvaluationOptions(session_id="eval-CartPole-v1", route_id=fleet_route_id(server, num_envs)),
     )
     lanes: dict[int, list[tuple]] = {lane: [] for lane in range(num_envs)}
     for record in result.episodes:
@@ -78,7 +77,7 @@ def assert_same_as_in_process(episodes, addresses, lanes_of=LANES) -> None:
 
 
 def test_a_fleet_gives_episode_for_episode_what_the_same_lanes_give_in_process(fleet):
-    result = evaluate(fleet, "random", episodes=13, seed=SEED, progress=False)
+    result = evaluate_fleet(fleet, "random", episodes=13, seed=SEED, progress=False)
     assert result.complete and len(result.episodes) == 13
     assert result.num_envs == 6 and result.quotas == (2, 2, 2, 2, 2, 3)
     assert result.episodes_per_lane == result.quotas
@@ -95,7 +94,7 @@ def test_a_fleet_gives_episode_for_episode_what_the_same_lanes_give_in_process(f
     assert result.reassigned_episodes == 0 and all(s.failure is None for s in result.servers)
     assert_same_as_in_process(result.episodes, fleet)
     # The same servers in the same order and seed: the same episodes again.
-    again = evaluate(fleet, "random", episodes=13, seed=SEED, progress=False)
+    again = evaluate_fleet(fleet, "random", episodes=13, seed=SEED, progress=False)
     key = [(e.server, e.server_lane, e.seed, e.episode_return) for e in result.episodes]
     assert sorted(key) == sorted((e.server, e.server_lane, e.seed, e.episode_return) for e in again.episodes)
 
@@ -153,10 +152,16 @@ def test_a_server_of_another_env_is_refused_by_address_before_any_episode(fleet)
         with pytest.raises(
             ValueError, match=rf"env server {odd} serves 'Acrobot-v1'.*differs from {fleet[0]}"
         ):
-            evaluate([fleet[0], fleet[1], odd], "random", episodes=4, hooks=[Sessions()], progress=False)
+            evaluate_fleet(
+                [fleet[0], fleet[1], odd],
+                "random",
+                episodes=4,
+                progress=False,
+                options=EvaluationOptions(hooks=[Sessions()]),
+            )
         assert started == []
         # The refused run left every server free for the next client.
-        result = evaluate([fleet[0], fleet[1]], "random", episodes=3, seed=SEED, progress=False)
+        result = evaluate_fleet([fleet[0], fleet[1]], "random", episodes=3, seed=SEED, progress=False)
         assert result.complete and len(result.episodes) == 3
     finally:
         other.finish(signal.SIGTERM)
@@ -190,7 +195,14 @@ def test_a_killed_server_ends_the_run_with_every_episode_counted_so_far(doomed_f
     servers, addresses = doomed_fleet
     killer = KillServer(servers[1].process, fleet_route_id(1, 1), at=120)
     with pytest.raises(EvaluationError, match=rf"server {addresses[1]}") as caught:
-        evaluate(addresses, "random", episodes=60, seed=SEED, hooks=[killer], progress=False)
+        evaluate_fleet(
+            addresses,
+            "random",
+            episodes=60,
+            seed=SEED,
+            progress=False,
+            options=EvaluationOptions(hooks=[killer]),
+        )
     partial = caught.value.partial
     assert not partial.complete and partial.reassigned_episodes == 0
     assert partial.servers[1].failure is not None and "transport" in partial.servers[1].failure
@@ -204,15 +216,15 @@ def test_a_killed_server_ends_the_run_with_every_episode_counted_so_far(doomed_f
 def test_reassignment_completes_the_run_on_the_surviving_servers(doomed_fleet, tmp_path):
     servers, addresses = doomed_fleet
     killer = KillServer(servers[1].process, fleet_route_id(1, 1), at=120)
-    result = evaluate(
+    result = evaluate_fleet(
         addresses,
         "random",
         episodes=60,
         seed=SEED,
-        hooks=[killer],
         on_server_failure="reassign",
         record=tmp_path / "run.rec",
         progress=False,
+        options=EvaluationOptions(hooks=[killer]),
     )
     assert result.complete and len(result.episodes) == 60
     lost = result.servers[1]

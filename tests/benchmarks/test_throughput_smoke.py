@@ -1,0 +1,34 @@
+"""``benchmarks/throughput.py --quick`` runs end to end: the load average is printed before and
+after, every cell has a ratio for every contender, and no verdict is printed for a quick run."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "throughput.py"
+
+
+@pytest.mark.torch
+@pytest.mark.sb3
+@pytest.mark.timeout(600)  # a hang guard: a busy machine makes the runs slow, never wrong
+def test_the_quick_run_prints_the_load_and_every_cell_but_no_verdict():
+    ran = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--lanes", "1", "2", "--workloads", "short"],
+        capture_output=True,
+        text=True,
+        timeout=580,
+    )
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.splitlines()
+    load = r"load average \d+\.\d\d \d+\.\d\d \d+\.\d\d \(1/5/15 min\), \d+ cores"
+    assert re.fullmatch(f"before: {load}", lines[0]) and re.fullmatch(f"after: {load}", lines[-2])
+    rows = [line for line in lines if line.startswith("short")]
+    assert [row.split()[1] for row in rows] == ["1", "2"]
+    ratio = r"\d+\.\d\dx \(\d+\.\d\d-\d+\.\d\d\)"
+    assert all(len(re.findall(ratio, row)) == 2 for row in rows)  # sb3 and evaluate
+    assert lines[-1].startswith("no verdict: ")
