@@ -16,7 +16,7 @@ import numpy as np
 from rlmesh_gym.proto import spaces_pb2
 from rlmesh_gym.spaces.meta import from_meta_map
 
-__all__ = ["info_dict", "is_batched", "lane_bools", "restore_batched"]
+__all__ = ["info_dict", "is_batched", "python_scalars", "restore_batched"]
 
 
 def info_dict(value: Mapping[str, Any] | spaces_pb2.MetaMap | None) -> tuple[dict[str, Any], bool]:
@@ -84,20 +84,23 @@ def _lane_array(values: list[Any], num_envs: int) -> np.ndarray:
     return objects
 
 
-def lane_bools(info: Mapping[str, Any]) -> dict[str, Any]:
-    """One lane's info (sliced out of a batch) with numpy bools as ``bool`` again.
+def python_scalars(info: Mapping[str, Any], kinds: tuple[type, ...] = (np.generic,)) -> dict[str, Any]:
+    """One lane's info (sliced out of a batch) with its numpy scalars of ``kinds`` as Python ones.
 
-    Gymnasium batches ``bool`` values into a bool array, whose elements are ``numpy.bool_``;
-    batching those again would give an object array. Numeric numpy scalars batch back into
-    their own dtype, so they stay.
+    A lane of gymnasium's batched infos holds numpy scalars where the env gave Python ones: a
+    single env's info has the Python values again. For a vector env's ``final_info`` only bools
+    need it (``kinds=(numpy.bool_,)``): gymnasium batches ``bool`` values into a bool array, but
+    ``numpy.bool_`` ones into an object array, while numeric numpy scalars batch into their dtype.
 
-    >>> lane_bools({"ok": np.bool_(True), "t": np.int64(2), "inner": {"done": np.bool_(False)}})
-    {'ok': True, 't': np.int64(2), 'inner': {'done': False}}
+    >>> python_scalars({"ok": np.bool_(True), "t": np.int64(2), "inner": {"x": np.float64(0.5)}})
+    {'ok': True, 't': 2, 'inner': {'x': 0.5}}
+    >>> python_scalars({"ok": np.bool_(True), "t": np.int64(2)}, (np.bool_,))
+    {'ok': True, 't': np.int64(2)}
     """
     return {
-        key: bool(value)
-        if isinstance(value, np.bool_)
-        else lane_bools(value)
+        key: value.item()
+        if isinstance(value, kinds) and isinstance(value, np.generic)
+        else python_scalars(value, kinds)
         if isinstance(value, Mapping)
         else value
         for key, value in info.items()

@@ -29,7 +29,7 @@ from gymnasium.vector.utils import batch_space
 
 from rlmesh_gym.envs._env_loop import EnvLoop
 from rlmesh_gym.envs._infos import lane_info
-from rlmesh_gym.envs._wire_infos import info_dict, is_batched, lane_bools, restore_batched
+from rlmesh_gym.envs._wire_infos import info_dict, is_batched, python_scalars, restore_batched
 from rlmesh_gym.envs.gym_vector import parse_autoreset_mode
 from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.runtime.autoreset import AutoresetMode
@@ -269,7 +269,9 @@ class RlmeshVectorEnv(VectorEnv):
                 final, from_message = info_dict(episode.final_info)
                 terminal = session.final_observation(final.pop("final_obs", None), from_message)
                 self._add_info(
-                    infos, {"final_obs": terminal, "final_info": lane_bools(final)}, episode.env_index
+                    infos,
+                    {"final_obs": terminal, "final_info": python_scalars(final, (np.bool_,))},
+                    episode.env_index,
                 )
         return (
             session.observations(batch.observation),
@@ -294,7 +296,8 @@ class RlmeshVectorEnv(VectorEnv):
 
     def __del__(self) -> None:
         # At interpreter exit the loop's daemon thread may already be frozen: waiting would hang.
-        if not getattr(self, "closed", True) and not sys.is_finalizing():
+        # (No session: the constructor failed and cleaned up after itself.)
+        if "_session" in self.__dict__ and not self.closed and not sys.is_finalizing():
             self.close()
 
     def __repr__(self) -> str:
@@ -390,8 +393,9 @@ class RlmeshEnv(gymnasium.Env):
         if self._same_step and (terminated or truncated):
             # The env already rolled into its next episode: report the one that ended.
             for episode in session.finished_here(batch, before):
-                info, from_message = info_dict(episode.final_info)
-                observation = session.final_observation(info.pop("final_obs", None), from_message)
+                final, from_message = info_dict(episode.final_info)
+                observation = session.final_observation(final.pop("final_obs", None), from_message)
+                info = python_scalars(final)
         return observation, float(batch.rewards[0]), terminated, truncated, info
 
     def render(self) -> Any:
@@ -412,7 +416,7 @@ class RlmeshEnv(gymnasium.Env):
         self._session.close(timeout)
 
     def __del__(self) -> None:
-        if not getattr(self, "_closed", True) and not sys.is_finalizing():
+        if "_session" in self.__dict__ and not self._closed and not sys.is_finalizing():
             self.close()
 
     def __repr__(self) -> str:
@@ -421,7 +425,7 @@ class RlmeshEnv(gymnasium.Env):
     def _info(self, raw: Any) -> dict[str, Any]:
         info, from_message = info_dict(raw)
         if info and is_batched(info, 1):
-            return lane_info(restore_batched(info, 1) if from_message else info, 0)
+            return python_scalars(lane_info(restore_batched(info, 1) if from_message else info, 0))
         return info
 
     def _check_open(self, operation: str) -> None:
