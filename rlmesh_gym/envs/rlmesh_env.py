@@ -422,6 +422,8 @@ class RlmeshEnv(gymnasium.Env):
     def __repr__(self) -> str:
         return f"RlmeshEnv({self._session.contract.id}, autoreset={self._session.mode.name})"
 
+    __str__ = __repr__  # gymnasium.Env's own str() says only "<RlmeshEnv instance>" without a spec
+
     def _info(self, raw: Any) -> dict[str, Any]:
         info, from_message = info_dict(raw)
         if info and is_batched(info, 1):
