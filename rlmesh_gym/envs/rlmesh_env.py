@@ -50,7 +50,7 @@ from rlmesh_gym.spaces.spec import gym_space
 
 __all__ = ["EnvSource", "RlmeshEnv", "RlmeshVectorEnv"]
 
-EnvSource: TypeAlias = "RuntimeEnv | ArrayRuntimeEnv | Callable[[], Awaitable[Any]]"
+EnvSource: TypeAlias = RuntimeEnv | ArrayRuntimeEnv | Callable[[], Awaitable[Any]]
 """What the adapters take: an env (array or message form, with a ``contract``), or a function
 returning an awaitable of one, run on the adapter's own loop (an env bound to its event loop,
 such as a gRPC client: ``lambda: RemoteEnv.connect("127.0.0.1:50051")``)."""
