@@ -97,9 +97,11 @@ class _Session:
                 else MessageEnvPort(env, self.observation_codec, self.num_envs, 0, 0)  # type: ignore[assignment]
             )
         except BaseException:
-            if env is not None and env is not source:
-                self._close_env(env, _CLOSE_TIMEOUT)  # ours: built on our loop
-            self.loop.close()
+            try:
+                if env is not None:
+                    self._close_env(env, _CLOSE_TIMEOUT)  # refused, yet ours (a connected session)
+            finally:
+                self.loop.close()
             raise
         self.episode_ids: list[str] = [""] * self.num_envs
 
@@ -183,7 +185,8 @@ class RlmeshVectorEnv(VectorEnv):
             with protobuf requests, e.g. a connected client); or a function returning an
             awaitable of one, which runs on the adapter's own event loop (a gRPC client must be
             made there: ``RlmeshVectorEnv(lambda: RemoteEnv.connect(address))``, or use
-            :func:`rlmesh_gym.serve.connect_gym_vector_env`). The adapter closes the env.
+            :func:`rlmesh_gym.serve.connect_gym_vector_env`). The adapter owns the env from
+            then on: :meth:`close` closes it, and so does a constructor that refuses it.
 
     ``num_envs``, ``single_observation_space``, ``single_action_space`` and ``render_mode`` come
     from the contract; ``metadata`` is the env's metadata with ``"autoreset_mode"`` the
@@ -290,8 +293,21 @@ class RlmeshVectorEnv(VectorEnv):
         frames = self._session.render_frames(None)
         return None if frames is None else tuple(frames)
 
+    def close(self, **kwargs: Any) -> None:
+        """Close the env (its session, for a remote one) and the adapter's loop (idempotent).
+
+        ``close(timeout=5.0)``: how long the env gets to close. The loop stops and the adapter
+        is closed even when the env's close fails (its error is raised).
+        """
+        if self.closed:
+            return
+        try:
+            self.close_extras(**kwargs)
+        finally:
+            self.closed = True
+
     def close_extras(self, *, timeout: float = _CLOSE_TIMEOUT, **kwargs: Any) -> None:
-        """Close the env (its session, for a remote one) within ``timeout`` seconds, and the loop."""
+        """Close the env within ``timeout`` seconds, then the loop."""
         self._session.close(timeout)
 
     def __del__(self) -> None:

@@ -277,3 +277,30 @@ def test_an_env_made_by_a_factory_on_the_adapters_loop_and_calls_from_inside_a_r
     np.testing.assert_array_equal(first, reference.reset(seed=1)[0])
     np.testing.assert_array_equal(second, reference.step(np.array([0, 1]))[0])
     reference.close()
+
+
+class BrokenClose(gym.Wrapper):
+    def close(self):
+        raise OSError("the display is gone")
+
+
+def test_a_failing_close_is_reported_and_the_adapter_and_its_loop_end_anyway():
+    before = set(threading.enumerate())
+    adapter = RlmeshVectorEnv(GymVectorEnv(BrokenClose(gym.make("CartPole-v1"))))
+    with pytest.raises(EnvRpcError, match="the display is gone"):
+        adapter.close()
+    assert adapter.closed
+    adapter.close()  # nothing left to close
+    assert [t for t in threading.enumerate() if t not in before and t.is_alive()] == []
+
+
+def test_a_refused_env_is_closed_with_its_adapters_loop():
+    class NoContract(GymVectorEnv):
+        contract = None  # type: ignore[assignment]
+
+    before = set(threading.enumerate())
+    env = NoContract(gym.make("CartPole-v1"))
+    with pytest.raises(TypeError, match="contract is not an EnvContract"):
+        RlmeshEnv(env)
+    assert env.closed
+    assert [t for t in threading.enumerate() if t not in before and t.is_alive()] == []
