@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
@@ -100,6 +101,10 @@ class _Session:
             try:
                 if env is not None:
                     self._close_env(env, _CLOSE_TIMEOUT)  # refused, yet ours (a connected session)
+            except Exception as error:  # the refusal is the error to raise; say the close failed too
+                warnings.warn(
+                    f"closing the refused env failed: {type(error).__name__}: {error}", RuntimeWarning, 2
+                )
             finally:
                 self.loop.close()
             raise

@@ -6,25 +6,27 @@ Servers bind 127.0.0.1 on free ports; every wait is bounded; every env and sessi
 
 from __future__ import annotations
 
+import warnings
+
 import gymnasium as gym
 import numpy as np
 import pytest
 import rlmesh
 from _gym_roundtrip import DictEnv, InfoEnv, assert_same, info_vector, trajectory
 from _gym_serving import serving
+from _serve_fakes import CountingEnv
 from gymnasium.utils.env_checker import check_env
 from gymnasium.vector import AutoresetMode
 
 from rlmesh_gym.envs import GymVectorEnv, RlmeshEnv, RlmeshVectorEnv
-from rlmesh_gym.serve import SessionBusyError, connect_gym_env, connect_gym_vector_env
+from rlmesh_gym.runtime import EnvRpcError
+from rlmesh_gym.serve import RemoteEnv, SessionBusyError, connect_gym_env, connect_gym_vector_env
 from rlmesh_gym.spaces import UnrestrictedText
 
 NO_SPEC = "Not able to test alternative render modes due to the environment not having a spec"
 
 
 def checker_warnings(env: gym.Env, **kwargs) -> set[str]:
-    import warnings
-
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         check_env(env, **kwargs)
@@ -164,8 +166,6 @@ def test_b3s_env_server_as_the_server(no_leaked_threads):
 
 
 def test_an_adapter_over_a_remote_env_connected_on_its_own_loop(no_leaked_threads):
-    from rlmesh_gym.serve import RemoteEnv
-
     with serving(GymVectorEnv.make("CartPole-v1", num_envs=3, autoreset="disabled")) as served:
         env = RlmeshVectorEnv(lambda: RemoteEnv.connect(served.address))
         try:
@@ -174,3 +174,20 @@ def test_an_adapter_over_a_remote_env_connected_on_its_own_loop(no_leaked_thread
         finally:
             env.close()
         assert served.wait_idle()
+
+
+def test_a_users_message_form_env_in_process():
+    env = RlmeshVectorEnv(CountingEnv(num_envs=2, length=2))
+    try:
+        observations, infos = env.reset(seed=[4, 5])
+        np.testing.assert_array_equal(observations, np.array([[0, 0], [1, 0]], np.float32))
+        assert infos == {"seeds": [4, 5]}  # not per lane (no mask): as the env sent it
+        observations, rewards, terminated, truncated, _ = env.step(np.array([0, 1]))
+        np.testing.assert_array_equal(observations, np.array([[0, 1], [1, 1]], np.float32))
+        assert rewards.tolist() == [1.0, 1.0] and not terminated.any() and not truncated.any()
+        assert env.step(np.array([1, 1]))[2].tolist() == [True, True]
+        with pytest.raises(EnvRpcError, match=r"outside Discrete\(2\)"):
+            env.reset(seed=0)
+            env.step(np.array([2, 0]))
+    finally:
+        env.close()
