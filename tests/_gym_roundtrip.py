@@ -118,6 +118,22 @@ def trajectory(env: Any, mode: AutoresetMode, seed: int, steps: int, action_seed
     return records
 
 
+def single_trajectory(env: Any, steps: int = 40) -> list[Any]:
+    """Every result of random actions on a single gymnasium env, reset with seeds 11, 0, 1, ... .
+
+    Seeded resets: over a SAME_STEP vector env of one lane the env already began its next
+    episode (and moved its RNG on), so an unseeded reset would start from elsewhere.
+    """
+    records = [env.reset(seed=11)]
+    rng = np.random.default_rng(3)
+    for seed in range(steps):
+        result = env.step(int(rng.integers(0, 3)))
+        records.append(result)
+        if result[2] or result[3]:
+            records.append(env.reset(seed=seed))
+    return records
+
+
 def assert_same(got: Any, expected: Any, path: str = "result") -> None:
     """``got`` equals ``expected``: same types, keys, dtypes, shapes and values, recursively."""
     if isinstance(expected, np.ndarray):

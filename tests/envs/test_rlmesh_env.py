@@ -13,7 +13,7 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import pytest
-from _gym_roundtrip import DictEnv, InfoEnv, assert_same, info_vector, trajectory
+from _gym_roundtrip import DictEnv, InfoEnv, assert_same, info_vector, single_trajectory, trajectory
 from gymnasium.utils.env_checker import check_env
 from gymnasium.utils.passive_env_checker import env_render_passive_checker
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
@@ -134,23 +134,12 @@ def test_a_single_env_through_the_adapter_is_the_env_itself():
 @pytest.mark.parametrize("mode", list(AutoresetMode), ids=lambda mode: mode.name)
 def test_the_one_lane_adapter_over_a_vector_env_steps_like_a_plain_env(mode):
     # Under SAME_STEP the env has already rolled on; the done step still reports the episode's end.
-    # (Its RNG rolled on too, so the resets here are seeded: an unseeded one would start from there.)
-    def play(env):
-        records = [env.reset(seed=11)]
-        rng = np.random.default_rng(3)
-        for seed in range(40):
-            result = env.step(int(rng.integers(0, 3)))
-            records.append(result)
-            if result[2] or result[3]:
-                records.append(env.reset(seed=seed))
-        return records
-
     adapter = RlmeshEnv(GymVectorEnv(info_vector(mode, num_envs=1)))
     try:
-        got = play(adapter)
+        got = single_trajectory(adapter)
     finally:
         adapter.close()
-    expected = play(InfoEnv())
+    expected = single_trajectory(InfoEnv())
     assert_same(got, expected)
     assert sum(1 for record in expected if len(record) == 2) >= 8  # many episodes
 

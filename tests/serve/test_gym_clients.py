@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import rlmesh
-from _gym_roundtrip import DictEnv, InfoEnv, assert_same, info_vector, trajectory
+from _gym_roundtrip import DictEnv, InfoEnv, assert_same, info_vector, single_trajectory, trajectory
 from _gym_serving import serving
 from _serve_fakes import CountingEnv
 from gymnasium.utils.env_checker import check_env
@@ -65,6 +65,30 @@ def test_the_round_trip_through_a_server_is_the_identity(mode, no_leaked_threads
         try:
             assert isinstance(env, gym.vector.VectorEnv) and env.metadata["autoreset_mode"] is mode
             got = trajectory(env, mode, seed=5, steps=40)
+        finally:
+            env.close()
+    assert_same(got, expected)
+
+
+@pytest.mark.parametrize("mode", list(AutoresetMode), ids=lambda mode: mode.name)
+def test_the_one_lane_adapter_over_a_served_vector_env_steps_like_a_plain_env(mode, no_leaked_threads):
+    expected = single_trajectory(InfoEnv())
+    with serving(GymVectorEnv(info_vector(mode, num_envs=1))) as served:
+        env = connect_gym_env(served.address)
+        try:
+            got = single_trajectory(env)
+        finally:
+            env.close()
+    assert_same(got, expected)
+
+
+def test_the_vector_adapter_over_a_served_single_env_batches_its_infos_as_one_lane(no_leaked_threads):
+    reference = gym.vector.SyncVectorEnv([InfoEnv], autoreset_mode=AutoresetMode.DISABLED)
+    expected = trajectory(reference, AutoresetMode.DISABLED, seed=2, steps=20)
+    with serving(GymVectorEnv(InfoEnv())) as served:
+        env = connect_gym_vector_env(served.address)
+        try:
+            got = trajectory(env, AutoresetMode.DISABLED, seed=2, steps=20)
         finally:
             env.close()
     assert_same(got, expected)
