@@ -10,7 +10,9 @@ to its loop (a gRPC client) needs, and a renderer bound to its thread too.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
+import inspect
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -24,14 +26,15 @@ class EnvLoop:
     """One daemon thread running an event loop; :meth:`call` runs a function there and waits.
 
     A function that returns an awaitable (an ``async def`` method) is awaited on the loop.
-    A Ctrl+C while the caller waits interrupts the wait, not the call: it runs to its end and
-    the next call starts after it.
+    Calls run one at a time, in order, awaitable or not. A Ctrl+C while the caller waits
+    interrupts the wait, not the call: it runs to its end and the next call starts after it.
     """
 
     def __init__(self, thread_name: str) -> None:
         self._name = thread_name
         self._executor = DaemonThreadExecutor(thread_name)
         self._thread_id: int = self._executor.submit(threading.get_ident).result()
+        self._one_at_a_time = asyncio.Lock()  # the executor would interleave awaiting calls
         self._closed = False
 
     @property
@@ -54,11 +57,18 @@ class EnvLoop:
                 f"{self._name}: called from the adapter's own event loop thread (from inside an env "
                 "call); call the adapter from another thread"
             )
-        future = self._executor.submit(function, *args)
+        future = self._executor.submit(self._in_turn, function, args)
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
             raise TimeoutError(f"{self._name}: no result within {timeout:g}s") from None
+
+    async def _in_turn(self, function: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        async with self._one_at_a_time:
+            result = function(*args)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
 
     def close(self) -> None:
         """Stop the loop and end its thread (idempotent).

@@ -293,3 +293,31 @@ def test_a_refused_env_is_closed_with_its_adapters_loop():
         RlmeshEnv(env)
     assert env.closed
     assert [t for t in threading.enumerate() if t not in before and t.is_alive()] == []
+
+
+def test_calls_run_one_at_a_time_even_when_they_come_from_two_threads():
+    # As after a Ctrl+C, which stops the caller's wait but not its call: the next call waits its turn.
+    class SlowFirstStep(GymVectorEnv):
+        calls: list[str] = []
+
+        async def step_arrays(self, actions):
+            self.calls.append("step begins")
+            if len(self.calls) == 1:
+                started.set()
+                await asyncio.sleep(0.3)
+            result = await super().step_arrays(actions)
+            self.calls.append("step ends")
+            return result
+
+    started = threading.Event()
+    adapter = RlmeshVectorEnv(SlowFirstStep(gym.make("CartPole-v1")))
+    try:
+        adapter.reset(seed=0)
+        first = threading.Thread(target=adapter.step, args=(np.zeros(1, np.int64),))
+        first.start()
+        assert started.wait(10)
+        adapter.step(np.ones(1, np.int64))
+        first.join(10)
+    finally:
+        adapter.close()
+    assert SlowFirstStep.calls == ["step begins", "step ends", "step begins", "step ends"]
