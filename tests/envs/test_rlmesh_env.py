@@ -44,15 +44,10 @@ def assert_checks_like(adapter: gym.Env, original: gym.Env) -> None:
 
 
 ENVS = {
-    "cartpole": lambda **kwargs: gym.make("CartPole-v1", **kwargs),
-    "dict": lambda **kwargs: DictEnv(),
-    "mission": lambda **kwargs: gym.make("MiniGrid-Empty-5x5-v0", **kwargs),
+    "cartpole": lambda: gym.make("CartPole-v1"),
+    "dict": DictEnv,
+    "mission": lambda: gym.make("minigrid:MiniGrid-Empty-5x5-v0"),  # Text observations (MissionSpace)
 }
-
-
-@pytest.fixture(autouse=True)
-def _minigrid():
-    pytest.importorskip("minigrid")
 
 
 @pytest.mark.parametrize("name", sorted(ENVS))
