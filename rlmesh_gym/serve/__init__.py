@@ -10,6 +10,8 @@ Clients, usable wherever the driver takes a RuntimeEnv / RuntimeModel:
 * :class:`RemoteEnv`: ``await RemoteEnv.connect("HOST:PORT")``; :func:`fetch_contract` reads a
   server's contract from a handshake alone.
 * :class:`RemoteModel`: ``await RemoteModel.connect("HOST:PORT", contract=env.contract)``.
+* :func:`connect_gym_vector_env` / :func:`connect_gym_env`: an env server as a gymnasium
+  ``VectorEnv`` / ``Env`` (for SB3, CleanRL-style loops, gymnasium's wrappers).
 
 This subpackage needs ``grpcio`` (the ``grpc`` extra); the rest of ``rlmesh_gym`` does not,
 so its modules are imported on first use.
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
         RemoteModelError,
         SessionBusyError,
     )
+    from rlmesh_gym.serve.gym_clients import connect_gym_env, connect_gym_vector_env
     from rlmesh_gym.serve.handshake import DEFAULT_EDITION_PIN, EDITION_PINS
     from rlmesh_gym.serve.model_client import RemoteModel
     from rlmesh_gym.serve.model_server import ModelServer
@@ -54,12 +57,16 @@ __all__ = [
     "RemoteModel",
     "RemoteModelError",
     "SessionBusyError",
+    "connect_gym_env",
+    "connect_gym_vector_env",
     "fetch_contract",
 ]
 
 _HOMES = {
     "RemoteEnv": "env_client",
     "fetch_contract": "env_client",
+    "connect_gym_env": "gym_clients",
+    "connect_gym_vector_env": "gym_clients",
     "EnvServer": "env_server",
     "RemoteModel": "model_client",
     "ModelServer": "model_server",

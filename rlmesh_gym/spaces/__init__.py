@@ -1,7 +1,8 @@
 """Gymnasium spaces, values and info dicts in rlmesh wire form.
 
 * ``space_spec`` / ``gym_space``: gymnasium space <-> ``SpaceSpec`` (``spec``, imports gymnasium;
-  loaded on first use so that the codec and meta modules stay gymnasium-free).
+  loaded on first use so that the codec and meta modules stay gymnasium-free);
+  ``UnrestrictedText`` is what an unrestricted wire Text comes back as.
 * ``SpaceCodec`` and ``encode_batch`` / ``decode_batch`` / ``encode`` / ``decode``: values <->
   message bytes (``codec``).
 * ``to_meta_map`` / ``from_meta_map``: info dicts <-> ``MetaMap`` (``meta``).
@@ -19,12 +20,13 @@ from rlmesh_gym.spaces.meta import MetaConversionError, from_meta_map, to_meta_m
 
 if TYPE_CHECKING:
     from rlmesh_gym.spaces.registry import register_space, unregister_space
-    from rlmesh_gym.spaces.spec import gym_space, space_spec
+    from rlmesh_gym.spaces.spec import UnrestrictedText, gym_space, space_spec
 
 __all__ = [
     "CodecError",
     "MetaConversionError",
     "SpaceCodec",
+    "UnrestrictedText",
     "decode",
     "decode_batch",
     "encode",
@@ -41,6 +43,7 @@ __all__ = [
 __getattr__, __dir__ = _lazy.lazy_exports(
     __name__,
     {
+        "UnrestrictedText": "rlmesh_gym.spaces.spec",
         "gym_space": "rlmesh_gym.spaces.spec",
         "space_spec": "rlmesh_gym.spaces.spec",
         "register_space": "rlmesh_gym.spaces.registry",

@@ -17,7 +17,7 @@ from rlmesh_gym.spaces.codec import CodecError, SpaceCodec
 from rlmesh_gym.spaces.limits import check_space_spec
 from rlmesh_gym.spaces.registry import SpaceConverter, converter_for
 
-__all__ = ["gym_space", "space_spec"]
+__all__ = ["UnrestrictedText", "gym_space", "space_spec"]
 
 SUPPORTED_KINDS = "Box, Discrete, MultiBinary, MultiDiscrete, Text, Dict, Tuple (or their subclasses)"
 
@@ -232,11 +232,32 @@ def _text_spec(space: gym.spaces.Text) -> spaces_pb2.SpaceSpec:
     )
 
 
+class UnrestrictedText(gym.spaces.Text):
+    """A gymnasium ``Text`` of any characters: what a wire Text with charset ``""`` comes back as.
+
+    ``""`` on the wire is both gymnasium's default alphanumeric charset and "no restriction"
+    (minigrid's missions, with spaces in them), so this space takes either reading: it
+    contains every ``str`` of an allowed length and samples alphanumerics, as ``Text`` does.
+    It equals the alphanumeric ``Text`` of the same lengths (both have the same spec).
+
+    >>> space = UnrestrictedText(32)
+    >>> "get to the green goal square" in space, space == gym.spaces.Text(32)
+    (True, True)
+    """
+
+    def contains(self, x: object) -> bool:
+        """Whether ``x`` is a ``str`` of an allowed length (any characters)."""
+        return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
+
+    def __repr__(self) -> str:
+        return f"UnrestrictedText({self.min_length}, {self.max_length})"
+
+
 def gym_space(spec: spaces_pb2.SpaceSpec, *, name: str = "spec") -> gym.Space:
     """The gymnasium space a ``SpaceSpec`` describes (the inverse of ``space_spec``).
 
-    A Text charset of ``""`` (unrestricted) becomes gymnasium's default alphanumeric charset,
-    since gymnasium has no unrestricted Text; a MultiDiscrete comes back with start 0.
+    A Text charset of ``""`` becomes :class:`UnrestrictedText` (any characters, sampled from
+    gymnasium's default alphanumerics); a MultiDiscrete comes back with start 0.
 
     Every declared size is checked before numpy sees it (``rlmesh_gym.spaces.limits``).
 
@@ -271,9 +292,9 @@ def _space(spec: spaces_pb2.SpaceSpec, path: str) -> gym.Space:
         return gym.spaces.MultiDiscrete(np.array(md.flat.data, dtype=np.int64))
     if kind == "text":
         text = spec.text
-        return gym.spaces.Text(
-            int(text.max_length), min_length=int(text.min_length), charset=text.charset or alphanumeric
-        )
+        if not text.charset:
+            return UnrestrictedText(int(text.max_length), min_length=int(text.min_length))
+        return gym.spaces.Text(int(text.max_length), min_length=int(text.min_length), charset=text.charset)
     if kind == "dict":
         keys, children = list(spec.dict.keys), list(spec.dict.spaces)
         if len(keys) != len(children) or len(set(keys)) != len(keys):

@@ -168,3 +168,6 @@ def test_minigrid_mission_space_is_text_out_of_the_box() -> None:
     assert codec.decode_batch(codec.encode_batch(("pick up the red ball",), 1), 1) == (
         "pick up the red ball",
     )
+    # Going back, every mission is a value of the space the spec describes.
+    assert "get to the green goal square" in gym_space(space_spec(fixed))
+    assert all(f"pick up the {c} ball" in gym_space(space_spec(placeholders)) for c in colours)

@@ -22,7 +22,7 @@ from gymnasium.spaces import (
 )
 
 from rlmesh_gym.proto import spaces_pb2
-from rlmesh_gym.spaces import gym_space, space_spec
+from rlmesh_gym.spaces import UnrestrictedText, gym_space, space_spec
 
 F32 = np.float32
 
@@ -180,8 +180,19 @@ def test_text_charset_rules():
         == ""
     )
     assert space_spec(Text(4, charset="0123456789abcdef")).text.charset == "0123456789abcdef"
-    # Gymnasium has no unrestricted Text: "" comes back as its default alphanumeric charset.
-    assert gym_space(spaces_pb2.SpaceSpec(text=spaces_pb2.TextSpec(min_length=1, max_length=3))) == Text(3)
+    # "" comes back as a Text of any characters that samples (and equals) the alphanumeric one.
+    unrestricted = gym_space(spaces_pb2.SpaceSpec(text=spaces_pb2.TextSpec(min_length=1, max_length=3)))
+    assert isinstance(unrestricted, UnrestrictedText) and unrestricted == Text(3)
+    assert (
+        "a b" in unrestricted
+        and "a-b" in unrestricted
+        and "" not in unrestricted
+        and "abcd" not in unrestricted
+    )
+    assert all(set(unrestricted.sample()) <= set(Text(3).characters) for _ in range(20))
+    assert space_spec(unrestricted) == space_spec(Text(3))
+    restricted = gym_space(space_spec(Text(4, charset="ab")))
+    assert type(restricted) is Text and "ab" in restricted and "a b" not in restricted
 
 
 def test_float_bounds_use_bit_identity_like_upstream():
