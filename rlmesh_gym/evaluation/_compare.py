@@ -29,7 +29,7 @@ from rlmesh_gym.evaluation._evaluate import (
     evaluate_resolved,
 )
 from rlmesh_gym.evaluation._lane_seeds import lane_ordinal_seeds
-from rlmesh_gym.evaluation._options import EvaluationOptions, check_options
+from rlmesh_gym.evaluation._options import EvaluationOptions, check_options, fields_set
 from rlmesh_gym.evaluation._result import EvalResult, json_ready
 from rlmesh_gym.evaluation._settings import EvaluationSettings
 from rlmesh_gym.evaluation._signatures import moved_arguments
@@ -422,7 +422,7 @@ def compare(
             f"compare needs an int seed in [0, 2**63) (the policies are paired by reset seeds), got {seed!r}"
         )
     options = check_options(options)
-    given = options.given(_NOT_FOR_COMPARE)
+    given = fields_set(options, _NOT_FOR_COMPARE)
     if given:
         raise ValueError(
             f"EvaluationOptions {', '.join(given)} cannot be given to compare(): it chooses the session "

@@ -9,7 +9,7 @@ from typing import Any
 
 from rlmesh_gym.runtime import RuntimeHooks, RuntimeLimits
 
-__all__ = ["EvaluationOptions", "check_hooks", "check_options"]
+__all__ = ["EvaluationOptions", "check_hooks", "check_options", "fields_set"]
 
 
 def check_hooks(hooks: Any) -> tuple[RuntimeHooks, ...]:
@@ -94,10 +94,11 @@ class EvaluationOptions:
         _optional_text("session_id", self.session_id)
         _optional_text("route_id", self.route_id)
 
-    def given(self, names: Sequence[str]) -> list[str]:
-        """Which of the fields ``names`` differ from their defaults (what a caller set)."""
-        defaults = EvaluationOptions()
-        return [name for name in names if getattr(self, name) != getattr(defaults, name)]
+
+def fields_set(options: EvaluationOptions, names: Sequence[str]) -> list[str]:
+    """Which of the fields ``names`` of ``options`` differ from their defaults (what a caller set)."""
+    defaults = EvaluationOptions()
+    return [name for name in names if getattr(options, name) != getattr(defaults, name)]
 
 
 def check_options(options: Any) -> EvaluationOptions:

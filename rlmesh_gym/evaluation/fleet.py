@@ -42,7 +42,7 @@ from rlmesh_gym.evaluation._evaluate import (
     SessionEvaluation,
     default_ids,
 )
-from rlmesh_gym.evaluation._options import EvaluationOptions, check_options
+from rlmesh_gym.evaluation._options import EvaluationOptions, check_options, fields_set
 from rlmesh_gym.evaluation._progress import EpisodeProgress, progress_wanted
 from rlmesh_gym.evaluation._quotas import lane_quotas
 from rlmesh_gym.evaluation._result import EvalResult, EvalTimings, FleetServer, combined_timings
@@ -141,7 +141,7 @@ class _Fleet:
         """The fleet :func:`evaluate_fleet`'s arguments describe (the options checked once)."""
         transport = {name: arguments.pop(name) for name in _TRANSPORT}
         options = check_options(arguments.pop("options"))
-        given = options.given(_NOT_FOR_A_FLEET)
+        given = fields_set(options, _NOT_FOR_A_FLEET)
         if given:
             raise ValueError(
                 f"EvaluationOptions {', '.join(given)} cannot be given for a fleet of env servers: each "

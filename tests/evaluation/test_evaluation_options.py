@@ -150,3 +150,13 @@ def test_settings_check_what_needs_both_the_arguments_and_the_options():
         evaluate("CartPole-v1", "random", options=EvaluationOptions(max_episodes=40))
     settings = EvaluationSettings.of(EvaluationOptions(max_steps=7), episodes=4, target_ci=1.0)
     assert settings.max_episodes == 400 and settings.max_steps == 7 and settings.hooks == ()
+
+
+@pytest.mark.parametrize(
+    "options", [EvaluationOptions(session_id="mine"), EvaluationOptions(hooks=RuntimeHooks())]
+)
+def test_compare_refuses_the_options_it_sets_itself(options):
+    with pytest.raises(
+        ValueError, match=r"EvaluationOptions (session_id|hooks) cannot be given to compare\(\)"
+    ):
+        compare("CartPole-v1", {"a": "random", "b": "random"}, options=options)
