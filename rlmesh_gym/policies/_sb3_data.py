@@ -4,8 +4,8 @@ SB3 stores the constructor arguments of a model in the zip's JSON ``data`` recor
 that are not JSON (spaces, the policy class, schedules, buffer classes) are cloudpickled into
 it, and ``cloudpickle.loads`` would run whatever the file says. This module unpickles them with
 an allow-list (gymnasium spaces, numpy arrays and random generators, SB3 policy, schedule,
-buffer and feature-extractor classes, torch activations and optimizers); what prediction does
-not need (schedules and the like) is replaced when it is anything else. The resulting objects go
+buffer and feature-extractor classes, torch activations and optimizers); an entry prediction
+does not need (schedules, buffers, statistics) is replaced by a stand-in when it is anything else. The resulting objects go
 to SB3 as ``custom_objects``, so SB3 never unpickles an entry itself; its ``.pth`` records are
 read with ``torch.load(weights_only=True)``.
 """
@@ -21,11 +21,14 @@ import pickle
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["PREDICTION_IRRELEVANT", "UnsafeEntry", "data_only_objects"]
+__all__ = ["PREDICTION_NEEDS", "UnsafeEntry", "data_only_objects"]
 
-# Entries prediction never reads, each with a stand-in SB3's _setup_model accepts; used when the
-# file pickles something the allow-list refuses (e.g. a lambda schedule from an older SB3).
-PREDICTION_IRRELEVANT: Mapping[str, Any] = {
+# The entries prediction reads: the model is built from them, so they must unpickle as data.
+PREDICTION_NEEDS = frozenset({"observation_space", "action_space", "policy_class", "policy_kwargs"})
+# Stand-ins SB3's _setup_model accepts for entries prediction never reads, used when the file
+# pickles something the allow-list refuses there (e.g. a lambda schedule from an older SB3);
+# any other such entry becomes None.
+_STAND_INS: Mapping[str, Any] = {
     "learning_rate": 0.0,
     "lr_schedule": 0.0,
     "clip_range": 0.0,
@@ -42,6 +45,7 @@ PREDICTION_IRRELEVANT: Mapping[str, Any] = {
 _EXACT = frozenset(
     {
         ("collections", "OrderedDict"),
+        ("collections", "deque"),
         ("builtins", "frozenset"),
         ("builtins", "set"),
         ("builtins", "complex"),
@@ -140,13 +144,13 @@ def data_only_objects(data: Mapping[str, Any]) -> dict[str, Any]:
             raw = base64.b64decode(str(item[":serialized:"]).encode(), validate=False)
             objects[key] = _DataUnpickler(raw, key).load()
         except UnsafeEntry:
-            if key not in PREDICTION_IRRELEVANT:
+            if key in PREDICTION_NEEDS:
                 raise
-            objects[key] = PREDICTION_IRRELEVANT[key]
+            objects[key] = _STAND_INS.get(key)
         except (binascii.Error, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError) as error:
-            if key not in PREDICTION_IRRELEVANT:
+            if key in PREDICTION_NEEDS:
                 raise ValueError(
                     f"its data entry {key!r} does not unpickle: {type(error).__name__}: {error}"
                 ) from error
-            objects[key] = PREDICTION_IRRELEVANT[key]
+            objects[key] = _STAND_INS.get(key)
     return objects

@@ -185,6 +185,7 @@ def ppo_zip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     sb3 = pytest.importorskip("stable_baselines3")
     path = tmp_path_factory.mktemp("sb3") / "ppo.zip"
     model = sb3.PPO("MlpPolicy", "CartPole-v1", n_steps=64, batch_size=32, seed=0, device="cpu")
+    model.learn(total_timesteps=128)  # a trained model also pickles its episode statistics
     model.save(path)
     return path
 
@@ -217,9 +218,12 @@ def test_an_sb3_zip_with_a_pickled_payload_is_refused(ppo_zip: Path, tmp_path: P
 
 
 @pytest.mark.sb3
-def test_an_sb3_payload_where_prediction_needs_nothing_is_replaced_not_run(ppo_zip: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("key", ["evil", "lr_schedule"])
+def test_an_sb3_payload_where_prediction_needs_nothing_is_replaced_not_run(
+    ppo_zip: Path, tmp_path: Path, key: str
+) -> None:
     marker = tmp_path / "ran"
-    evil = _with_entry(ppo_zip, tmp_path / "evil_sb3.zip", "lr_schedule", Touch(marker))
+    evil = _with_entry(ppo_zip, tmp_path / "evil_sb3.zip", key, Touch(marker))
     assert _returns(_evaluate(evil)) == _returns(_evaluate(ppo_zip, allow_pickle=True))
     assert not marker.exists()
     done = subprocess.run(
