@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 import numpy as np
 from google.protobuf.message import DecodeError
 
+from rlmesh_gym._regular_file import require_regular_file
 from rlmesh_gym.proto import env_pb2, spaces_pb2
 from rlmesh_gym.recording._format import (
     FORMAT_NAME,
@@ -425,7 +426,8 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
     its last complete record, with a :class:`RecordingWarning` saying where reading stopped.
 
     Raises:
-        FileNotFoundError: ``path`` does not exist.
+        FileNotFoundError: ``path`` does not exist or is a directory.
+        ValueError: ``path`` is a FIFO, socket or device (never opened: reading it could block).
         RecordingFormatError: the file is not a recording, or was written in a newer format
             version than this rlmesh-gym reads.
 
@@ -442,7 +444,8 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"load_recording: path must be a str or os.PathLike, got {path!r}")
     filename = os.fspath(path)
-    size = os.path.getsize(filename)  # FileNotFoundError names the path
+    require_regular_file(filename, "load_recording", "a recording written by EpisodeRecorder")
+    size = os.path.getsize(filename)
     with open(filename, "rb") as stream:
         records, _, problem = read_records(stream, size)
     if not records:
