@@ -17,6 +17,7 @@ from typing import Any
 
 from rlmesh_gym._audience import fix
 from rlmesh_gym._regular_file import require_regular_file
+from rlmesh_gym._user_code import running_user_code
 from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.runtime.seams import BindableModel, is_runtime_model
 
@@ -133,7 +134,8 @@ def import_reference(reference: str, *, what: str = "policy") -> Any:
     if not module_name or not attr:
         raise ValueError(f"{what} reference {reference!r} must look like 'package.module:attr'")
     try:
-        target: Any = importlib.import_module(module_name)
+        with running_user_code(f"importing module {module_name!r} for {what} {reference!r}"):
+            target: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise ValueError(
             f"cannot import module {module_name!r} for {what} {reference!r}: {exc} (install the package "
@@ -159,10 +161,8 @@ def load_policy_object(reference: str) -> Any:
     """
     target = import_reference(reference)
     if inspect.isclass(target) or (_is_factory(target) and not _is_torch_module(target)):
-        try:
+        with running_user_code(f"calling factory {reference!r} with no arguments"):
             target = target()
-        except Exception as exc:
-            raise ValueError(f"calling factory {reference!r} with no arguments failed: {exc}") from exc
     return target
 
 

@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("_lazy", "_deadline", "_regular_file"),
     ("_daemon_thread",),
     ("proto", "_wire", "_audience", "assets"),
+    ("_user_code",),
     ("spaces",),
     ("runtime",),
     ("envs", "policies"),
