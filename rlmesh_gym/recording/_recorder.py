@@ -40,7 +40,7 @@ import numpy as np
 from rlmesh_gym import __version__
 from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.recording._exclusive import open_exclusive
-from rlmesh_gym.recording._format import FORMAT_NAME, FORMAT_VERSION, MAX_LANES, new_packer
+from rlmesh_gym.recording._format import FORMAT_NAME, FORMAT_VERSION, MAX_LANES, frame_problem, new_packer
 from rlmesh_gym.recording._lanes import LaneValues
 from rlmesh_gym.recording._options import RecordingOptions
 from rlmesh_gym.recording.episode_record import EpisodeRecord
@@ -412,8 +412,20 @@ class EpisodeRecorder(RuntimeHooks):
             frame = frames[lane]
             if frame is None:
                 continue
+            frame = np.array(frame)  # a copy: renderers may reuse their buffer
+            unshowable = frame_problem(frame, leading=0)
+            if unshowable is not None:  # a reader would refuse such frames; the ones kept are fine
+                warnings.warn(
+                    f"EpisodeRecorder: lane {lane} rendered {unshowable}, not a uint8 (H, W, C) image "
+                    "with 1, 3 or 4 channels; frame recording is switched off for the rest of this "
+                    "recording",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                self._frame_lanes = ()
+                return
             state = self._state[lane]
-            state.frames.append(np.array(frame))  # a copy: renderers may reuse their buffer
+            state.frames.append(frame)
             state.frame_steps.append(self._count - state.start + state.offset)
 
     def _write_steps(self, lane: int, last: int, *, final: bool) -> None:
