@@ -47,5 +47,5 @@ def warn_at_caller(message: str, category: type[Warning]) -> None:
 
 
 def on_command_line() -> bool:
-    """Whether this process's messages are read by ``rlmesh-gym`` users (see :func:`command_line_audience`)."""
+    """Whether ``rlmesh-gym`` users read this process's messages (:func:`command_line_audience`)."""
     return _command_line

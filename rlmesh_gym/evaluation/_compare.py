@@ -126,7 +126,9 @@ class Comparison:
                     if d is None
                     else ConfidenceInterval(-d.estimate, -d.high, -d.low, d.level, d.resamples, d.seed)
                 )
-                return PairedDifference(a, b, flipped, None if p is None else 1.0 - p, pair.no_interval_reason)
+                return PairedDifference(
+                    a, b, flipped, None if p is None else 1.0 - p, pair.no_interval_reason
+                )
         raise KeyError(f"no pair ({a!r}, {b!r}); the policies are {self.names}")
 
     # -- export -----------------------------------------------------------------------------
@@ -219,6 +221,7 @@ class Comparison:
         pair_rows = np.arange(len(self.pairs))
         for row, pair in zip(pair_rows, self.pairs, strict=True):
             d = pair.difference
+            assert d is not None  # every return is finite: checked above
             differences.errorbar(
                 [d.estimate], [row], xerr=[[d.estimate - d.low], [d.high - d.estimate]], fmt="o", capsize=4
             )
@@ -265,7 +268,9 @@ class Comparison:
                 rows.append((name, str(result.mean_return_ci), str(result.iqm_return_ci)))
             else:
                 missing = f"no CI: {result.no_interval_reason}"
-                rows.append((name, f"{result.mean_return:,.2f} ({missing})", f"{result.iqm_return:,.2f} ({missing})"))
+                rows.append(
+                    (name, f"{result.mean_return:,.2f} ({missing})", f"{result.iqm_return:,.2f} ({missing})")
+                )
         return rows
 
     def _pair_rows(self) -> list[tuple[str, str, str]]:

@@ -287,7 +287,9 @@ class _Fleet:
                     if in_flight is None or isinstance(in_flight, Exception):
                         carried = result if in_flight is None else getattr(in_flight, "partial", None)
                         if carried is None:
-                            carried = self._result(servers, records, timings, started, reassigned, complete=False)
+                            carried = self._result(
+                                servers, records, timings, started, reassigned, complete=False
+                            )
                         prefix = f"fleet evaluation of {self.env_id}"
                         if in_flight is not None:
                             prefix += f" failed ({in_flight}), and"

@@ -108,7 +108,11 @@ def _is_large(node: ast.expr) -> bool:
         node = node.args[0] if len(node.args) == 1 else node
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         node = node.operand
-    return not (isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and abs(node.value) <= _EXPONENT_LIMIT)
+    return not (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, (int, float))
+        and abs(node.value) <= _EXPONENT_LIMIT
+    )
 
 
 def _expressions(value: Any) -> Iterator[str]:
@@ -169,7 +173,9 @@ def archive_records(data: bytes) -> dict[str, bytes]:
                 if info.filename in records:
                     raise ValueError(f"it holds two records named {info.filename}")
                 if info.file_size > len(data):
-                    raise ValueError(f"its record {info.filename} declares {info.file_size} bytes, more than the file")
+                    raise ValueError(
+                        f"its record {info.filename} declares {info.file_size} bytes, more than the file"
+                    )
                 records[info.filename] = archive.read(info)
     except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as error:
         raise ValueError(f"it is not a readable zip archive: {error}") from error

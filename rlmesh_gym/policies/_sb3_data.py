@@ -5,9 +5,9 @@ that are not JSON (spaces, the policy class, schedules, buffer classes) are clou
 it, and ``cloudpickle.loads`` would run whatever the file says. This module unpickles them with
 an allow-list (gymnasium spaces, numpy arrays and random generators, SB3 policy, schedule,
 buffer and feature-extractor classes, torch activations and optimizers); an entry prediction
-does not need (schedules, buffers, statistics) is replaced by a stand-in when it is anything else. The resulting objects go
-to SB3 as ``custom_objects``, so SB3 never unpickles an entry itself; its ``.pth`` records are
-read with ``torch.load(weights_only=True)``.
+does not need (schedules, buffers, statistics) is replaced by a stand-in when it holds anything
+else. The resulting objects go to SB3 as ``custom_objects``, so SB3 never unpickles an entry
+itself; its ``.pth`` records are read with ``torch.load(weights_only=True)``.
 """
 
 from __future__ import annotations
@@ -98,7 +98,9 @@ def _allowed_class(module: str, name: str) -> Any:
         BaseBuffer,
         torch.optim.Optimizer,
     )
-    if issubclass(target, bases) or (module.startswith("torch.nn.modules.activation") and issubclass(target, torch.nn.Module)):
+    if issubclass(target, bases) or (
+        module.startswith("torch.nn.modules.activation") and issubclass(target, torch.nn.Module)
+    ):
         return target
     return None
 
@@ -147,7 +149,14 @@ def data_only_objects(data: Mapping[str, Any]) -> dict[str, Any]:
             if key in PREDICTION_NEEDS:
                 raise
             objects[key] = _STAND_INS.get(key)
-        except (binascii.Error, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError) as error:
+        except (
+            binascii.Error,
+            pickle.UnpicklingError,
+            EOFError,
+            ValueError,
+            TypeError,
+            AttributeError,
+        ) as error:
             if key in PREDICTION_NEEDS:
                 raise ValueError(
                     f"its data entry {key!r} does not unpickle: {type(error).__name__}: {error}"

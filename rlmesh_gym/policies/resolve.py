@@ -294,8 +294,12 @@ def _load_path(
     from rlmesh_gym.policies.sb3_policy import SB3Policy, is_sb3_zip
 
     # Before anything opens it: a FIFO or device would block the first read forever.
-    require_regular_file(path, "policy", "a policy file (a torch.export program, TorchScript archive, "
-                         "state_dict, pickled module or Stable-Baselines3 zip)")
+    require_regular_file(
+        path,
+        "policy",
+        "a policy file (a torch.export program, TorchScript archive, "
+        "state_dict, pickled module or Stable-Baselines3 zip)",
+    )
     if is_sb3_zip(path):
         return SB3Policy.load(
             path, contract, device=device, deterministic=deterministic, allow_pickle=allow_pickle

@@ -39,7 +39,9 @@ def open_exclusive(path: str, *, truncate: bool) -> tuple[BinaryIO, bool]:
     except OSError:
         existing = None  # nothing there yet (or unreadable: the open below names the reason)
     if existing is not None and not stat.S_ISREG(existing):
-        kind = "a directory" if stat.S_ISDIR(existing) else "a FIFO" if stat.S_ISFIFO(existing) else "a device"
+        kind = (
+            "a directory" if stat.S_ISDIR(existing) else "a FIFO" if stat.S_ISFIFO(existing) else "a device"
+        )
         raise OSError(
             errno.EISDIR if stat.S_ISDIR(existing) else errno.EINVAL,
             f"cannot write recording file {path!r}: it is {kind}, not a regular file",

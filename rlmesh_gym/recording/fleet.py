@@ -100,7 +100,9 @@ class MergeTarget:
             return
         directory, name = os.path.split(self.path)
         try:
-            descriptor, temporary = tempfile.mkstemp(prefix=f"{name}.", suffix=".merging", dir=directory or ".")
+            descriptor, temporary = tempfile.mkstemp(
+                prefix=f"{name}.", suffix=".merging", dir=directory or "."
+            )
         except OSError as error:
             self.close()
             raise self._kept(existing, error) from error

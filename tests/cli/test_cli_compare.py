@@ -229,12 +229,25 @@ def test_compare_prints_every_result_when_the_returns_are_not_finite(capsys, jso
     env_id = "rlmesh-test/CliNaNRewardCartPole-v0"
     if env_id not in gymnasium.registry:
         gymnasium.register(env_id, entry_point=_nan_reward_cartpole)
-    argv = ["compare", env_id, "--policy", "a=random", "--policy", "b=random", "--episodes", "4", "--no-progress"]
+    argv = [
+        "compare",
+        env_id,
+        "--policy",
+        "a=random",
+        "--policy",
+        "b=random",
+        "--episodes",
+        "4",
+        "--no-progress",
+    ]
     code, out, err = run_cli(capsys, *argv, *(["--json"] if json_output else []))
     assert code == 0, err
     if json_output:
         data = json.loads(out)
         assert set(data["results"]) == {"a", "b"}
-        assert data["pairs"][0]["no_interval_reason"] == "needs finite returns (4 of the returns of 'a' are NaN or infinite)"
+        assert (
+            data["pairs"][0]["no_interval_reason"]
+            == "needs finite returns (4 of the returns of 'a' are NaN or infinite)"
+        )
     else:
         assert "no interval: needs finite returns (4 of the returns of 'a' are NaN or infinite)" in out

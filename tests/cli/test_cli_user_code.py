@@ -62,7 +62,9 @@ def test_an_import_that_raises_or_exits_is_one_error_line_with_exit_code_2(modul
 
 
 def test_a_policy_module_that_raises_is_one_error_line(modules):
-    done = _run(modules, "eval", "CartPole-v1", "--policy", "raising_pkg:policy", "--episodes", "2", "--no-progress")
+    done = _run(
+        modules, "eval", "CartPole-v1", "--policy", "raising_pkg:policy", "--episodes", "2", "--no-progress"
+    )
     assert done.returncode == 2, done.stderr
     assert "importing module 'raising_pkg' for policy 'raising_pkg:policy' raised RuntimeError" in done.stderr
     assert "Traceback" not in done.stderr

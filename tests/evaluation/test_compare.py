@@ -240,7 +240,9 @@ def test_a_policy_that_fails_mid_run_is_named_with_what_was_passed():
     from rlmesh_gym.evaluation import EvaluationError
 
     with pytest.raises(EvaluationError) as caught:
-        compare("CartPole-v1", {"good": "random", "bad": Flaky(5)}, episodes=6, num_envs=2, seed=1, progress=False)
+        compare(
+            "CartPole-v1", {"good": "random", "bad": Flaky(5)}, episodes=6, num_envs=2, seed=1, progress=False
+        )
     message = str(caught.value)
     assert message.startswith("policy 'bad' (Flaky) (after the full runs of 'good'): ")
     assert "the policy broke" in message

@@ -119,7 +119,9 @@ def test_a_weight_saved_with_use_pickle_that_is_not_a_tensor_is_refused(tmp_path
             f"data/weights/{first['path_name']}": _torch_saved(Touch(marker)),
         },
     )
-    with pytest.raises(ValueError, match=r"holds a pickled Python object in .*data/weights/weight_0; loading"):
+    with pytest.raises(
+        ValueError, match=r"holds a pickled Python object in .*data/weights/weight_0; loading"
+    ):
         _evaluate(evil)
     assert not marker.exists()
 
@@ -132,7 +134,9 @@ def test_an_expression_sympy_would_evaluate_is_refused(tmp_path: Path) -> None:
     )
     assert str(marker) in text  # the program has a symbolic batch dimension to hijack
     evil = _rewrite(good, tmp_path / "evil.pt2", {"models/model.json": text.encode()})
-    with pytest.raises(ValueError, match="which calls .*which torch would evaluate; loading it executes code"):
+    with pytest.raises(
+        ValueError, match="which calls .*which torch would evaluate; loading it executes code"
+    ):
         _evaluate(evil)
     assert not marker.exists()
     with pytest.raises(ValueError, match="broken torch.export program"):
@@ -207,8 +211,9 @@ def test_an_sb3_zip_with_a_pickled_payload_is_refused(ppo_zip: Path, tmp_path: P
     for policy in (evil, f"sb3:{evil}"):
         with pytest.raises(ValueError) as caught:
             _evaluate(policy)
-        assert f"SB3Policy.load: {evil} pickles pathlib.Path.touch in its data entry 'observation_space'" in str(
-            caught.value
+        assert (
+            f"SB3Policy.load: {evil} pickles pathlib.Path.touch in its data entry 'observation_space'"
+            in str(caught.value)
         )
         assert "Pass allow_pickle=True only if you trust the file" in str(caught.value)
         assert not marker.exists()

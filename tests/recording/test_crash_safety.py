@@ -271,7 +271,9 @@ def _with_frames(record, shape):
     """Give a ``steps`` record one frame of ``shape`` per step, packed as the recorder packs arrays."""
     _, (rows,), _ = msgpack.unpackb(record["steps"].data)
     frames = ["|u1", [rows, *shape], bytes(rows * int(np.prod(shape)))]
-    record.update(frames=msgpack.ExtType(1, msgpack.packb(frames, use_bin_type=True)), frame_steps=record["steps"])
+    record.update(
+        frames=msgpack.ExtType(1, msgpack.packb(frames, use_bin_type=True)), frame_steps=record["steps"]
+    )
 
 
 FRAMES_MESSAGE = (

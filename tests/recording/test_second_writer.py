@@ -55,7 +55,8 @@ def test_a_second_run_recording_to_the_same_file_is_refused_and_the_first_stays_
     assert not recording.partial and len(recording.episodes) == recorded
     # Once the first writer closed it, the path is free again.
     done = subprocess.run(
-        [*CLI, "eval", "CartPole-v1", "--policy", "random", "--episodes", "3", "--no-progress", "--record", str(path)],
+        [*CLI, "eval", "CartPole-v1", "--policy", "random", "--episodes", "3", "--no-progress",
+         "--record", str(path)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
