@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-__all__ = ["command_line_audience", "fix", "warn_at_caller"]
+__all__ = ["command_line_audience", "fix", "on_command_line", "warn_at_caller"]
 
 _command_line = False
 _PACKAGE_DIR = str(Path(__file__).resolve().parent)
@@ -44,3 +44,8 @@ def warn_at_caller(message: str, category: type[Warning]) -> None:
         frame = frame.f_back
         level += 1
     warnings.warn(message, category, stacklevel=level)
+
+
+def on_command_line() -> bool:
+    """Whether ``rlmesh-gym`` users read this process's messages (:func:`command_line_audience`)."""
+    return _command_line

@@ -67,8 +67,9 @@ def env_kwargs_of(args: argparse.Namespace) -> dict[str, Any]:
     """Import ``--import`` modules and return the ``--env-kwargs`` as one dict.
 
     Raises:
-        ValueError: an item is neither a JSON object nor KEY=VALUE, a key is given twice, or a
-            module cannot be imported.
+        ValueError: an item is neither a JSON object nor KEY=VALUE, nests deeper than 64
+            levels, a key is given twice, or a module cannot be imported (or raises, or calls
+            ``sys.exit``, while it is).
     """
     from rlmesh_gym.envs.env_ids import import_env_packages
 
@@ -92,8 +93,41 @@ _JSON_TYPES = {
 }
 
 
+# Deeper JSON is no env's keyword argument, and Python's parser would overflow its stack on it.
+_MAX_NESTING = 64
+
+
+def _nesting(text: str) -> int:
+    """How deeply JSON arrays and objects nest in ``text`` (brackets inside strings do not count)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
 def _parse_item(item: str) -> dict[str, Any]:
     text = item.strip()
+    depth = _nesting(text)
+    if depth > _MAX_NESTING:
+        shown = text if len(text) <= 60 else f"{text[:60]}..."
+        raise ValueError(
+            f"--env-kwargs {shown!r} nests arrays or objects {depth} levels deep; at most {_MAX_NESTING} "
+            "are accepted"
+        )
     key, equals, raw = text.partition("=")
     if equals and key.strip().isidentifier():
         try:

@@ -48,13 +48,13 @@ def run(args: argparse.Namespace) -> int:
         return report_error(f"--limit must be at least 0, got {args.limit}", 2)
     if os.path.isdir(args.file):
         return report_error(f"{args.file} is a directory, not a recording file", 2)
-    if not os.path.isfile(args.file):
+    if not os.path.exists(args.file):
         return report_error(f"no such recording file: {args.file}", 2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RecordingWarning)
         try:
             recording = load_recording(args.file)
-        except RecordingFormatError as exc:
+        except (RecordingFormatError, ValueError) as exc:  # ValueError: a FIFO or device
             return report_error(str(exc), 2)
         except OSError as exc:
             return report_error(f"cannot read {args.file}: {exc.strerror or exc}", 2)

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 import gymnasium
 
 from rlmesh_gym._audience import fix
+from rlmesh_gym._user_code import running_user_code
 
 __all__ = ["UnknownEnvIdError", "env_spec", "import_env_packages", "unknown_env_id"]
 
@@ -54,11 +55,13 @@ def import_env_packages(modules: Iterable[str]) -> None:
     """Import each module, so that the env ids it registers with gymnasium become known.
 
     Raises:
-        ValueError: a module cannot be imported (the message names it and the import error).
+        ValueError: a module cannot be imported, raises while it is, or calls ``sys.exit`` (the
+            message names it and the error).
     """
     for module in modules:
         try:
-            importlib.import_module(module)
+            with running_user_code(f"importing env package {module!r}"):
+                importlib.import_module(module)
         except ImportError as error:
             raise ValueError(
                 f"cannot import env package {module!r}: {error}; install it or check the module name"

@@ -95,7 +95,7 @@ class _Session:
             self.port: ArrayRuntimeEnv = (
                 env
                 if _is_array_env(env)
-                else MessageEnvPort(env, self.observation_codec, self.num_envs, 0, 0)  # type: ignore[assignment]
+                else MessageEnvPort(env, self.observation_codec, self.num_envs, 0, 0)
             )
         except BaseException:
             try:

@@ -60,21 +60,24 @@ class PairedDifference:
 
     ``difference`` is the mean over episodes of ``return_a - return_b`` with its 95 % bootstrap
     interval (episodes resampled, each keeping both returns); ``probability_of_improvement`` is
-    ``P(X_a > X_b) + 0.5 P(X_a = X_b)`` (rliable's definition: Mann-Whitney U / (n m)).
+    ``P(X_a > X_b) + 0.5 P(X_a = X_b)`` (rliable's definition: Mann-Whitney U / (n m)). Both are
+    ``None`` when a return of either policy is NaN or infinite; ``no_interval_reason`` then says so.
     """
 
     a: str
     b: str
-    difference: ConfidenceInterval
-    probability_of_improvement: float
+    difference: ConfidenceInterval | None
+    probability_of_improvement: float | None
+    no_interval_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The pair as a JSON-ready dict."""
         return {
             "a": self.a,
             "b": self.b,
-            "mean_difference": self.difference.to_dict(),
+            "mean_difference": None if self.difference is None else self.difference.to_dict(),
             "probability_of_improvement": self.probability_of_improvement,
+            "no_interval_reason": self.no_interval_reason,
         }
 
 
@@ -119,9 +122,15 @@ class Comparison:
             if (pair.a, pair.b) == (a, b):
                 return pair
             if (pair.a, pair.b) == (b, a):
-                d = pair.difference
-                flipped = ConfidenceInterval(-d.estimate, -d.high, -d.low, d.level, d.resamples, d.seed)
-                return PairedDifference(a, b, flipped, 1.0 - pair.probability_of_improvement)
+                d, p = pair.difference, pair.probability_of_improvement
+                flipped = (
+                    None
+                    if d is None
+                    else ConfidenceInterval(-d.estimate, -d.high, -d.low, d.level, d.resamples, d.seed)
+                )
+                return PairedDifference(
+                    a, b, flipped, None if p is None else 1.0 - p, pair.no_interval_reason
+                )
         raise KeyError(f"no pair ({a!r}, {b!r}); the policies are {self.names}")
 
     # -- export -----------------------------------------------------------------------------
@@ -174,7 +183,15 @@ class Comparison:
     def plot(self) -> Figure:
         """Three panels: each policy's mean and IQM with 95 % CIs (interval plot), each pair's
         mean paired difference with its CI and P(a > b), and the performance profile (the
-        share of episodes whose return exceeds each threshold). Returns the figure."""
+        share of episodes whose return exceeds each threshold). Returns the figure.
+
+        Raises ``ValueError`` when a policy has no intervals (a NaN or infinite return)."""
+        for name, result in self.results.items():
+            if not result.has_intervals:
+                raise ValueError(
+                    f"Comparison.plot() draws confidence intervals, and policy {name!r} has none: it "
+                    f"{result.no_interval_reason}"
+                )
         try:
             import matplotlib.pyplot as plt
         except ImportError as exc:
@@ -206,6 +223,7 @@ class Comparison:
         pair_rows = np.arange(len(self.pairs))
         for row, pair in zip(pair_rows, self.pairs, strict=True):
             d = pair.difference
+            assert d is not None  # every return is finite: checked above
             differences.errorbar(
                 [d.estimate], [row], xerr=[[d.estimate - d.low], [d.high - d.estimate]], fmt="o", capsize=4
             )
@@ -248,12 +266,21 @@ class Comparison:
     def _policy_rows(self) -> list[tuple[str, str, str]]:
         rows = []
         for name, result in self.results.items():
-            rows.append((name, str(result.mean_return_ci), str(result.iqm_return_ci)))
+            if result.has_intervals:
+                rows.append((name, str(result.mean_return_ci), str(result.iqm_return_ci)))
+            else:
+                missing = f"no CI: {result.no_interval_reason}"
+                rows.append(
+                    (name, f"{result.mean_return:,.2f} ({missing})", f"{result.iqm_return:,.2f} ({missing})")
+                )
         return rows
 
     def _pair_rows(self) -> list[tuple[str, str, str]]:
         return [
-            (f"{p.a} - {p.b}", str(p.difference), f"{p.probability_of_improvement:.3f}") for p in self.pairs
+            (f"{p.a} - {p.b}", str(p.difference), f"{p.probability_of_improvement:.3f}")
+            if p.difference is not None and p.probability_of_improvement is not None
+            else (f"{p.a} - {p.b}", f"no interval: {p.no_interval_reason}", "n/a")
+            for p in self.pairs
         ]
 
     def _bootstrap_line(self) -> str:
@@ -347,6 +374,21 @@ def _fits(resolved: ResolvedEnv, name: str, policy: Any, settings: EvaluationSet
         raise type(exc)(f"{prefix}{exc}") from exc
 
 
+def _named(name: str, policy: Any) -> str:
+    """``policy 'name'`` and, when it differs from the name, what was passed as the policy."""
+    from rlmesh_gym.policies.resolve import describe_policy
+
+    spec = describe_policy(policy)
+    return f"policy {name!r}" if spec == name else f"policy {name!r} ({spec})"
+
+
+def _renamed(exc: Exception, message: str) -> Exception:
+    """``exc``'s type with ``message`` (an ``OSError`` keeps its errno)."""
+    if isinstance(exc, OSError):
+        return type(exc)(exc.errno, message)
+    return type(exc)(message)
+
+
 def _paired_episodes(results: dict[str, EvalResult]) -> tuple[ComparedEpisode, ...]:
     by_policy: dict[str, dict[tuple[int, int], tuple[int | None, float]]] = {}
     for name, result in results.items():
@@ -370,6 +412,15 @@ def _paired_episodes(results: dict[str, EvalResult]) -> tuple[ComparedEpisode, .
             )
         rows.append(ComparedEpisode(key[0], key[1], seed, {name: by_policy[name][key][1] for name in names}))
     return tuple(rows)
+
+
+def _no_paired_interval(a: str, returns_a: list[float], b: str, returns_b: list[float]) -> str | None:
+    """Why the pair ``a``, ``b`` has no paired statistics (a non-finite return), or ``None``."""
+    for name, returns in ((a, returns_a), (b, returns_b)):
+        bad = sum(not math.isfinite(value) for value in returns)
+        if bad:
+            return f"needs finite returns ({bad} of the returns of {name!r} are NaN or infinite)"
+    return None
 
 
 # compare()'s keyword arguments of earlier releases that moved (docs/evaluation.md, Changelog).
@@ -480,15 +531,25 @@ def _compare(
     for name, policy in policies.items():
         _fits(lane_ordinal(resolved.env), name, policy, settings)
     paths = _recording_paths(record, list(policies))
-    results = {}
+    results: dict[str, EvalResult] = {}
     for name, policy in policies.items():
         run = dataclasses.replace(settings, record=paths[name] if paths else None)
-        results[name] = evaluate_resolved(lane_ordinal(resolved.env), policy, run)
+        try:
+            results[name] = evaluate_resolved(lane_ordinal(resolved.env), policy, run)
+        except EvaluationError as exc:
+            done = f" (after the full runs of {', '.join(map(repr, results))})" if results else ""
+            raise type(exc)(f"{_named(name, policy)}{done}: {exc}", exc.partial) from exc.__cause__
+        except (ValueError, TypeError, ImportError, OSError) as exc:
+            raise _renamed(exc, f"{_named(name, policy)}: {exc}") from exc
     rows = _paired_episodes(results)
     pairs = []
     for a, b in itertools.combinations(policies, 2):
         returns_a = [row.returns[a] for row in rows]
         returns_b = [row.returns[b] for row in rows]
+        reason = _no_paired_interval(a, returns_a, b, returns_b)
+        if reason is not None:
+            pairs.append(PairedDifference(a, b, None, None, reason))
+            continue
         difference = bootstrap_interval([x - y for x, y in zip(returns_a, returns_b, strict=True)], "mean")
         pairs.append(PairedDifference(a, b, difference, probability_of_improvement(returns_a, returns_b)))
     return Comparison(

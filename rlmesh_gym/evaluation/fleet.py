@@ -201,6 +201,14 @@ class _Fleet:
     # -- running ---------------------------------------------------------------------------------
 
     async def run(self) -> EvalResult:
+        target = self._reserve_recording()  # before connecting: a bad path fails before any episode
+        try:
+            return await self._run(target)
+        finally:
+            if target is not None:
+                target.close()  # a no-op once merged
+
+    async def _run(self, target: Any) -> EvalResult:
         envs = await self._connect_all(self.addresses)
         try:
             contract = _common_contract(self.addresses, envs)
@@ -228,6 +236,8 @@ class _Fleet:
         timings: list[EvalTimings] = []
         reassigned = 0
         started = perf_counter_ns()
+        result: EvalResult | None = None
+        in_flight: BaseException | None = None
         try:
             # A server whose lanes all have a quota of 0 (fewer episodes than lanes) runs nothing.
             idle = [env for server, env in zip(servers, envs, strict=True) if not sum(server.quotas)]
@@ -266,21 +276,41 @@ class _Fleet:
                     message = f"reconnecting for reassignment round {round_} failed: {error}"
                     raise _FleetFailure(message, error) from error
                 plan = [(server, env, extra) for (server, extra), env in zip(shares, opened, strict=True)]
+            result = self._result(servers, records, timings, started, reassigned, complete=True)
         except _FleetFailure as failure:
             partial = self._result(servers, records, timings, started, reassigned, complete=False)
             mismatch = isinstance(failure.cause, PolicyMismatchError)
             error_type = PolicyMismatchError if mismatch else EvaluationError
-            raise error_type(
+            in_flight = error_type(
                 f"fleet evaluation of {self.env_id} stopped after {len(records)} of {self.settings.episodes} "
                 f"episodes: {failure}",
                 partial,
-            ) from failure.cause
+            )
+            raise in_flight from failure.cause
+        except BaseException as error:
+            in_flight = error
+            raise
         finally:
             if bar is not None:
                 bar.close()
-            if self.settings.record is not None and parts:
-                self._merge_recordings(contract, servers, parts)
-        return self._result(servers, records, timings, started, reassigned, complete=True)
+            if target is not None and parts:
+                try:
+                    self._merge_recordings(target, contract, servers, parts)
+                except OSError as merge_error:
+                    # An interrupt or cancellation in flight goes on (the parts stay on disk);
+                    # any other outcome becomes an EvaluationError that keeps the result.
+                    if in_flight is None or isinstance(in_flight, Exception):
+                        carried = result if in_flight is None else getattr(in_flight, "partial", None)
+                        if carried is None:
+                            carried = self._result(
+                                servers, records, timings, started, reassigned, complete=False
+                            )
+                        prefix = f"fleet evaluation of {self.env_id}"
+                        if in_flight is not None:
+                            prefix += f" failed ({in_flight}), and"
+                        raise EvaluationError(f"{prefix}: {merge_error}", carried) from merge_error
+        assert result is not None  # every other path raised
+        return result
 
     async def _run_round(
         self,
@@ -397,13 +427,23 @@ class _Fleet:
             parts.append((os.fspath(part.path), server))
         return part
 
-    def _merge_recordings(
-        self, contract: Any, servers: list[_Server], parts: list[tuple[str, _Server]]
-    ) -> None:
-        from rlmesh_gym.recording.fleet import FleetPart, merge_parts
+    def _reserve_recording(self) -> Any:
+        """The locked ``MergeTarget`` of the recording path (``None`` when not recording).
 
-        merge_parts(
-            self._recording_options(),
+        Raises ``OSError`` for a path that cannot be written or another run is writing, and
+        ``ValueError`` for frames, as in-process ``evaluate()`` does before it runs."""
+        if self.settings.record is None:
+            return None
+        from rlmesh_gym.recording.fleet import MergeTarget
+
+        return MergeTarget(self._recording_options())
+
+    def _merge_recordings(
+        self, target: Any, contract: Any, servers: list[_Server], parts: list[tuple[str, _Server]]
+    ) -> None:
+        from rlmesh_gym.recording.fleet import FleetPart
+
+        target.merge(
             contract,
             sum(server.num_envs for server in servers),
             [FleetPart(path, server.address, server.first_lane) for path, server in parts],

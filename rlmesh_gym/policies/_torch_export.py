@@ -29,7 +29,9 @@ class ExportedPolicy:
     def __init__(self, program: torch.export.ExportedProgram, name: str) -> None:
         self.program = program
         self.__name__ = name
-        self._module = program.module()
+        # check_guards=False: the guards of a loaded program are code from its file, and module()
+        # would exec them; the forward pre-hook checks the same input constraints without it.
+        self._module = program.module(check_guards=False)
         # The fake tensors of the user inputs: shapes (ints, or SymInts for dynamic dims) and dtypes.
         user_inputs = set(program.graph_signature.user_inputs)
         self._inputs: list[Any] = [

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 import pickle
 import struct
 import zipfile
@@ -15,7 +16,10 @@ import torch
 from torch import nn
 
 from rlmesh_gym._audience import fix
+from rlmesh_gym._regular_file import require_regular_file
+from rlmesh_gym.policies._export_archive import archive_records, rebuilt_archive, untrusted_content
 from rlmesh_gym.policies._torch_export import ExportedPolicy
+from rlmesh_gym.policies._trust import pickle_refusal
 
 __all__ = ["load_policy_file", "load_safetensors"]
 
@@ -113,8 +117,7 @@ def load_policy_file(
 ) -> Callable[..., Any]:
     """The policy saved at ``path``, on ``device`` (see ``TorchPolicy.load``)."""
     file = Path(path)
-    if not file.is_file():
-        raise FileNotFoundError(f"TorchPolicy.load: {file} is not a file; expected {_forms()}")
+    require_regular_file(file, "TorchPolicy.load", _forms())
     if factory is not None and not callable(factory):
         raise TypeError(
             f"TorchPolicy.load: factory must be a callable returning an nn.Module for {file}, got {factory!r}"
@@ -125,11 +128,7 @@ def load_policy_file(
                 f"TorchPolicy.load: {file} is a torch.export program, which holds its own module; "
                 f"drop {fix('factory=', '--policy-factory')} (it is for state_dict files)"
             )
-        try:
-            program = torch.export.load(file)
-        except Exception as error:
-            raise ValueError(f"TorchPolicy.load: {file} is a broken torch.export program: {error}") from error
-        return ExportedPolicy(program, file.name)
+        return ExportedPolicy(_load_export_program(file, allow_pickle=allow_pickle), file.name)
     if _is_safetensors(file):
         tensors = load_safetensors(file, device, f"TorchPolicy.load: {file}")
         return _into_factory(tensors, file, factory, device)
@@ -159,10 +158,11 @@ def load_policy_file(
             ) from error
         if not allow_pickle:
             raise ValueError(
-                f"TorchPolicy.load: {file} holds a pickled Python object (e.g. a whole module saved with "
-                "torch.save(module, path)); loading it executes code from the file, so it is refused by "
-                f"default. Pass {fix('allow_pickle=True', '--allow-pickle')} only if you trust the file, "
-                "or save the module with torch.jit.save, or save its state_dict and pass "
+                pickle_refusal(
+                    f"TorchPolicy.load: {file}",
+                    "holds a pickled Python object (e.g. a whole module saved with torch.save(module, path))",
+                )
+                + ", or save the module with torch.jit.save, or save its state_dict and pass "
                 f"{fix('factory=', '--policy-factory module:attr')}"
             ) from error
         return _load_pickled(file, device)
@@ -175,6 +175,25 @@ def load_policy_file(
             f"(a mapping of parameter names to tensors); expected {_forms()}"
         )
     return _into_factory(state, file, factory, device)
+
+
+def _load_export_program(file: Path, *, allow_pickle: bool) -> torch.export.ExportedProgram:
+    """The program in the archive ``file``, refused if loading it would run code and not ``allow_pickle``.
+
+    The archive is read once and torch loads a copy of exactly the records that were checked.
+    """
+    try:
+        records = archive_records(file.read_bytes())
+    except ValueError as error:
+        raise ValueError(f"TorchPolicy.load: {file} is a broken torch.export program: {error}") from error
+    if not allow_pickle:
+        untrusted = untrusted_content(records)
+        if untrusted is not None:
+            raise ValueError(pickle_refusal(f"TorchPolicy.load: {file}", untrusted))
+    try:
+        return torch.export.load(io.BytesIO(rebuilt_archive(records)))
+    except Exception as error:
+        raise ValueError(f"TorchPolicy.load: {file} is a broken torch.export program: {error}") from error
 
 
 def _into_factory(

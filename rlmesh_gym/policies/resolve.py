@@ -16,6 +16,8 @@ import sys
 from typing import Any
 
 from rlmesh_gym._audience import fix
+from rlmesh_gym._regular_file import require_regular_file
+from rlmesh_gym._user_code import running_user_code
 from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.runtime.seams import BindableModel, is_runtime_model
 
@@ -132,7 +134,8 @@ def import_reference(reference: str, *, what: str = "policy") -> Any:
     if not module_name or not attr:
         raise ValueError(f"{what} reference {reference!r} must look like 'package.module:attr'")
     try:
-        target: Any = importlib.import_module(module_name)
+        with running_user_code(f"importing module {module_name!r} for {what} {reference!r}"):
+            target: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise ValueError(
             f"cannot import module {module_name!r} for {what} {reference!r}: {exc} (install the package "
@@ -158,10 +161,8 @@ def load_policy_object(reference: str) -> Any:
     """
     target = import_reference(reference)
     if inspect.isclass(target) or (_is_factory(target) and not _is_torch_module(target)):
-        try:
+        with running_user_code(f"calling factory {reference!r} with no arguments"):
             target = target()
-        except Exception as exc:
-            raise ValueError(f"calling factory {reference!r} with no arguments failed: {exc}") from exc
     return target
 
 
@@ -195,9 +196,11 @@ def resolve_policy(
     * ``"pretrained:NAME"``: a policy shipped with the package (``"pretrained:cartpole"``);
     * a path (``str`` or ``os.PathLike``) to a ``torch.export`` program (``.pt2``), a TorchScript
       archive (``torch.jit.save``), a Stable-Baselines3 ``model.save()`` zip, or a whole pickled
-      module (``torch.save(module, path)``) when ``allow_pickle`` is true (loading it runs code
-      from the file); for a ``state_dict`` pass ``TorchPolicy.load(path, factory=...)``;
-    * ``"sb3:PATH.zip"``: a Stable-Baselines3 ``model.save()`` zip (``SB3Policy.load``);
+      module (``torch.save(module, path)``); a file whose loading would run code from it (a
+      pickled module, a program or SB3 zip holding pickled objects) only when ``allow_pickle``
+      is true; for a ``state_dict`` pass ``TorchPolicy.load(path, factory=...)``;
+    * ``"sb3:PATH.zip"``: a Stable-Baselines3 ``model.save()`` zip (``SB3Policy.load``, with
+      ``allow_pickle``);
     * a Stable-Baselines3 algorithm or policy object: ``SB3Policy`` (SB3's own preprocessing,
       deterministic actions unless ``deterministic`` is false);
     * ``"package.module:attr"``: the object it names (see :func:`load_policy_object`);
@@ -225,7 +228,11 @@ def resolve_policy(
             from rlmesh_gym.policies.sb3_policy import SB3Policy
 
             return SB3Policy.load(
-                policy[len(_SB3_PREFIX) :], contract, device=device, deterministic=deterministic
+                policy[len(_SB3_PREFIX) :],
+                contract,
+                device=device,
+                deterministic=deterministic,
+                allow_pickle=allow_pickle,
             )
         if policy.startswith(_PRETRAINED_PREFIX):
             module = pretrained_module().load_pretrained(policy[len(_PRETRAINED_PREFIX) :])
@@ -286,8 +293,17 @@ def _load_path(
 ) -> Any:
     from rlmesh_gym.policies.sb3_policy import SB3Policy, is_sb3_zip
 
+    # Before anything opens it: a FIFO or device would block the first read forever.
+    require_regular_file(
+        path,
+        "policy",
+        "a policy file (a torch.export program, TorchScript archive, "
+        "state_dict, pickled module or Stable-Baselines3 zip)",
+    )
     if is_sb3_zip(path):
-        return SB3Policy.load(path, contract, device=device, deterministic=deterministic)
+        return SB3Policy.load(
+            path, contract, device=device, deterministic=deterministic, allow_pickle=allow_pickle
+        )
     from rlmesh_gym.policies import TorchPolicy
 
     try:

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import json
 import time
 import zipfile
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
+from rlmesh_gym._regular_file import require_regular_file
 from rlmesh_gym.policies._contract import ContractOrSpaces, PolicySpaces
 from rlmesh_gym.policies._model import PolicyModel
+from rlmesh_gym.policies._trust import pickle_refusal
 from rlmesh_gym.runtime.seams import ArrayPredictContext
 from rlmesh_gym.spaces.kinds import describe_space
 
@@ -50,26 +53,41 @@ def is_sb3_model(obj: object) -> bool:
     return isinstance(obj, (BaseAlgorithm, BasePolicy))
 
 
-def is_sb3_zip(path: str | PathLike[str]) -> bool:
-    """Whether ``path`` is a zip written by SB3's ``model.save()`` (``data`` and ``policy.pth`` records)."""
+def is_sb3_zip(path: str | PathLike[str] | IO[bytes]) -> bool:
+    """Whether ``path`` (a regular file or an open binary file) is a zip written by SB3's
+    ``model.save()`` (``data`` and ``policy.pth`` records)."""
     if not zipfile.is_zipfile(path):
         return False
-    with zipfile.ZipFile(path) as archive:
-        return {"data", "policy.pth"} <= set(archive.namelist())
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return {"data", "policy.pth"} <= set(archive.namelist())
+    except (zipfile.BadZipFile, OSError, EOFError):
+        return False
 
 
-def _algorithm_of(path: Path) -> Any:
-    """The SB3 algorithm class that saved ``path`` (from the policy class recorded in its data)."""
+def _data_record(path: Path, archive_bytes: bytes) -> dict[str, Any]:
+    """The parsed JSON ``data`` record of the ``model.save()`` zip ``archive_bytes`` (read from ``path``)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(archive_bytes)) as archive:
+            info = archive.getinfo("data")
+            if info.file_size > _DATA_LIMIT:
+                raise ValueError(f"{path}: a data record of {info.file_size} bytes: not from model.save()")
+            raw = archive.read(info)
+    except (zipfile.BadZipFile, KeyError, OSError, EOFError, NotImplementedError) as error:
+        raise ValueError(f"{path}: not a readable model.save() zip: {error}") from error
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as error:
+        raise ValueError(f"{path}: its data record is not JSON: not from model.save()") from error
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: its data record is not a JSON object: not from model.save()")
+    return data
+
+
+def _algorithm_of(path: Path, data: dict[str, Any]) -> Any:
+    """The SB3 algorithm class that saved ``path`` (from the policy class recorded in its ``data``)."""
     sb3 = _stable_baselines3()
-    with zipfile.ZipFile(path) as archive:
-        info = archive.getinfo("data")
-        if info.file_size > _DATA_LIMIT:
-            raise ValueError(f"{path}: a data record of {info.file_size} bytes: not from model.save()")
-        try:
-            data = json.loads(archive.read(info))
-        except ValueError as error:
-            raise ValueError(f"{path}: its data record is not JSON: not from model.save()") from error
-    policy_class = data.get("policy_class") if isinstance(data, dict) else None
+    policy_class = data.get("policy_class")
     module = policy_class.get("__module__") if isinstance(policy_class, dict) else None
     name = _ALGORITHMS.get(module) if isinstance(module, str) else None
     if name is None:
@@ -153,28 +171,45 @@ class SB3Policy(PolicyModel[None]):
         contract_or_spaces: ContractOrSpaces | None = None,
         *,
         device: str = "cpu",
+        allow_pickle: bool = False,
         **kwargs: Any,
     ) -> SB3Policy:
         """An ``SB3Policy`` around the model saved by ``model.save(path)`` (a ``.zip``).
 
-        The algorithm (PPO, DQN, SAC, TD3) is told by the policy class saved in the zip. SB3's
-        loader unpickles parts of the file (as ``PPO.load`` does): load only files you trust.
+        The algorithm (PPO, DQN, SAC, TD3) is told by the policy class saved in the zip. The zip
+        is read as data: its pickled entries with an allow-list (spaces, SB3 policy classes and
+        schedules, torch activations and optimizers), its weights with
+        ``torch.load(weights_only=True)``. A zip that pickles anything else (e.g. a custom class
+        or function in the spaces or ``policy_kwargs``) is refused unless ``allow_pickle`` is
+        true, which loads it as ``ALGO.load(path)`` does: running code from the file.
 
         Raises:
             FileNotFoundError: ``path`` is not a file.
             ImportError: stable-baselines3 is not installed.
-            ValueError: ``path`` is not a zip written by ``model.save()``, or SB3 cannot load it.
+            ValueError: ``path`` is not a zip written by ``model.save()``, it pickles code and
+                ``allow_pickle`` is false, or SB3 cannot load it.
         """
         file = Path(path)
-        if not file.is_file():
-            raise FileNotFoundError(f"SB3Policy.load: {file} is not a file; expected a zip from model.save()")
-        if not is_sb3_zip(file):
+        require_regular_file(file, "SB3Policy.load", "a zip from model.save()")
+        archive_bytes = file.read_bytes()  # read once: what is checked is what SB3 loads
+        if not is_sb3_zip(io.BytesIO(archive_bytes)):
             raise ValueError(
                 f"SB3Policy.load: {file} is not a Stable-Baselines3 model.save() zip (no data and policy.pth)"
             )
-        algorithm = _algorithm_of(file)
+        data = _data_record(file, archive_bytes)
+        algorithm = _algorithm_of(file, data)
+        custom_objects: dict[str, Any] | None = None
+        if not allow_pickle:
+            from rlmesh_gym.policies._sb3_data import UnsafeEntry, data_only_objects
+
+            try:
+                custom_objects = data_only_objects(data)
+            except UnsafeEntry as error:
+                raise ValueError(pickle_refusal(f"SB3Policy.load: {file}", str(error))) from None
+            except ValueError as error:
+                raise ValueError(f"SB3Policy.load: {file} is a broken model.save() zip: {error}") from error
         try:
-            model = algorithm.load(file, device=device)
+            model = algorithm.load(io.BytesIO(archive_bytes), device=device, custom_objects=custom_objects)
         except Exception as error:  # SB3 reports unreadable parts with assorted exception types
             raise ValueError(
                 f"SB3Policy.load: {algorithm.__name__}.load({str(file)!r}) failed: "

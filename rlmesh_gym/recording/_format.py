@@ -19,6 +19,7 @@ __all__ = [
     "MAX_LANES",
     "NDARRAY_EXT",
     "RecordingFormatError",
+    "frame_problem",
     "new_packer",
     "new_unpacker",
     "read_records",
@@ -40,6 +41,24 @@ _MAX_RECORD_BYTES = 2**31 - 1
 
 class RecordingFormatError(ValueError):
     """The file is not a recording, is damaged where it cannot be read, or is too new."""
+
+
+# Channels a recorded frame may have, as the player and videos show them: grey, RGB, RGBA.
+FRAME_CHANNELS = (1, 3, 4)
+
+
+def frame_problem(frames: Any, leading: int) -> str | None:
+    """Why ``frames`` cannot be shown as images, or ``None``. They are ``leading`` axes (0 for
+    one frame, 1 for a stack) before ``(H, W, C)``: uint8, ``H, W >= 1``, ``C`` in 1, 3, 4."""
+    if not isinstance(frames, np.ndarray):
+        return f"a {type(frames).__name__}"
+    what = f"a {frames.dtype} array of shape {frames.shape}"
+    if frames.dtype != np.uint8 or frames.ndim != leading + 3:
+        return what
+    height, width, channels = frames.shape[leading:]
+    if height < 1 or width < 1 or channels not in FRAME_CHANNELS:
+        return what
+    return None
 
 
 def _pack_default(value: Any) -> Any:

@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 import numpy as np
 from google.protobuf.message import DecodeError
 
+from rlmesh_gym._regular_file import require_regular_file
 from rlmesh_gym.proto import env_pb2, spaces_pb2
 from rlmesh_gym.recording._format import (
     FORMAT_NAME,
     FORMAT_VERSION,
     MAX_LANES,
     RecordingFormatError,
+    frame_problem,
     read_records,
 )
 from rlmesh_gym.recording._lanes import concat_values, tuples_from_lists
@@ -425,7 +427,8 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
     its last complete record, with a :class:`RecordingWarning` saying where reading stopped.
 
     Raises:
-        FileNotFoundError: ``path`` does not exist.
+        FileNotFoundError: ``path`` does not exist or is a directory.
+        ValueError: ``path`` is a FIFO, socket or device (never opened: reading it could block).
         RecordingFormatError: the file is not a recording, or was written in a newer format
             version than this rlmesh-gym reads.
 
@@ -442,7 +445,8 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"load_recording: path must be a str or os.PathLike, got {path!r}")
     filename = os.fspath(path)
-    size = os.path.getsize(filename)  # FileNotFoundError names the path
+    require_regular_file(filename, "load_recording", "a recording written by EpisodeRecorder")
+    size = os.path.getsize(filename)
     with open(filename, "rb") as stream:
         records, _, problem = read_records(stream, size)
     if not records:
@@ -646,8 +650,12 @@ def _check_steps(record: dict[str, Any], num_envs: int, shapes: dict[str, tuple[
             raise _MalformedRecord("frames and frame_steps must both be present or both nil")
         frame_shape = None
     else:
-        if not isinstance(frames, np.ndarray) or frames.ndim != 4 or frames.dtype != np.uint8:
-            raise _MalformedRecord(f"frames must be a uint8 (F, H, W, 3) array, got {_what(frames)}")
+        problem = frame_problem(frames, leading=1)
+        if problem is not None:  # the player and videos could not show them
+            raise _MalformedRecord(
+                f"frames must be a uint8 (F, H, W, C) array with H, W >= 1 and C of 1, 3 or 4 channels "
+                f"(grey, RGB, RGBA), got {problem}"
+            )
         _array(record, "frame_steps", "iu", len(frames))
         frame_shape = frames.shape[1:]
     # Chunks of one episode are joined: their observations, actions and frames must agree.
@@ -687,8 +695,9 @@ _OPTIONAL_SUMMARY_FIELDS = frozenset(
 
 def _check_episode(record: dict[str, Any], num_envs: int) -> None:
     _check_lane(record, num_envs)
-    if record.get("counted") not in (None, True, False):  # absent before format version 2
-        raise _MalformedRecord(f"counted must be a bool or nil, got {record['counted']!r}")
+    counted = record.get("counted")  # absent before format version 2
+    if counted is not None and type(counted) is not bool:  # 1.0 == True: compare the type
+        raise _MalformedRecord(f"counted must be a bool or nil, got {counted!r}")
     summary = record.get("record")
     if not isinstance(summary, dict):
         raise _MalformedRecord(f"record must be a map of EpisodeRecord fields, got {_what(summary)}")

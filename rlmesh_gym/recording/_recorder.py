@@ -39,7 +39,8 @@ import numpy as np
 
 from rlmesh_gym import __version__
 from rlmesh_gym.proto import env_pb2
-from rlmesh_gym.recording._format import FORMAT_NAME, FORMAT_VERSION, MAX_LANES, new_packer
+from rlmesh_gym.recording._exclusive import open_exclusive
+from rlmesh_gym.recording._format import FORMAT_NAME, FORMAT_VERSION, MAX_LANES, frame_problem, new_packer
 from rlmesh_gym.recording._lanes import LaneValues
 from rlmesh_gym.recording._options import RecordingOptions
 from rlmesh_gym.recording.episode_record import EpisodeRecord
@@ -115,7 +116,9 @@ class EpisodeRecorder(RuntimeHooks):
             ``None`` stores no answer (``RecordedEpisode.counted`` is then ``None``). Hooks run
             in order, so the hook that counts must come before the recorder.
 
-    The header is written (and flushed) on construction, so a bad path fails here. Pass the
+    The header is written (and flushed) on construction, so a bad path fails here, as does a
+    path another recorder is writing (the file is locked until :meth:`close`; ``OSError``
+    ``EBUSY`` naming it, the file untouched). Pass the
     recorder in a driver's hooks, and call :meth:`close` when the run is over.
 
     Example:
@@ -190,10 +193,8 @@ class EpisodeRecorder(RuntimeHooks):
             LaneValues(contract.observation_space, num_envs, "observation") if options.observations else None
         )
         self._packer = new_packer()
-        try:
-            self._file = open(self.path, "wb")  # noqa: SIM115 - stays open across hooks until close()
-        except OSError as exc:
-            raise OSError(exc.errno, f"cannot create recording file {self.path!r}: {exc.strerror}") from exc
+        # Locked until close(): a second writer to this path is refused before it touches the file.
+        self._file, _ = open_exclusive(self.path, truncate=True)
         self._closed = False
         self.write_error: OSError | None = None
         """Why recording stopped early (a write failed), or ``None``."""
@@ -411,8 +412,20 @@ class EpisodeRecorder(RuntimeHooks):
             frame = frames[lane]
             if frame is None:
                 continue
+            frame = np.array(frame)  # a copy: renderers may reuse their buffer
+            unshowable = frame_problem(frame, leading=0)
+            if unshowable is not None:  # a reader would refuse such frames; the ones kept are fine
+                warnings.warn(
+                    f"EpisodeRecorder: lane {lane} rendered {unshowable}, not a uint8 (H, W, C) image "
+                    "with 1, 3 or 4 channels; frame recording is switched off for the rest of this "
+                    "recording",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                self._frame_lanes = ()
+                return
             state = self._state[lane]
-            state.frames.append(np.array(frame))  # a copy: renderers may reuse their buffer
+            state.frames.append(frame)
             state.frame_steps.append(self._count - state.start + state.offset)
 
     def _write_steps(self, lane: int, last: int, *, final: bool) -> None:

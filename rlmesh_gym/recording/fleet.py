@@ -14,16 +14,19 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import stat
+import tempfile
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgpack
 
 from rlmesh_gym.proto import env_pb2
+from rlmesh_gym.recording._exclusive import LOCKS, open_exclusive
 from rlmesh_gym.recording._format import new_packer, new_unpacker
 from rlmesh_gym.recording._options import RecordingOptions
 
-__all__ = ["FleetPart", "merge_parts", "part_options"]
+__all__ = ["FleetPart", "MergeTarget", "part_options"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -35,6 +38,14 @@ class FleetPart:
     first_lane: int
 
 
+def _refuse_frames(options: RecordingOptions) -> None:
+    if options.frame_lanes:
+        raise ValueError(
+            "a fleet evaluation cannot record frames (frame_lanes): env servers send no frames with "
+            "their steps; record without frames, or evaluate one env in-process"
+        )
+
+
 def part_options(
     options: RecordingOptions, first_lane: int, num_envs: int, tag: str
 ) -> RecordingOptions | None:
@@ -42,11 +53,7 @@ def part_options(
     server; ``None`` when none of its lanes is recorded.
 
     Raises ``ValueError`` when frames are asked for (env servers send no frames to record)."""
-    if options.frame_lanes:
-        raise ValueError(
-            "a fleet evaluation cannot record frames (frame_lanes): env servers send no frames with "
-            "their steps; record without frames, or evaluate one env in-process"
-        )
+    _refuse_frames(options)
     lanes = None
     if options.lanes is not None:
         lanes = [lane - first_lane for lane in options.lanes if first_lane <= lane < first_lane + num_envs]
@@ -55,50 +62,128 @@ def part_options(
     return dataclasses.replace(options, path=f"{os.fspath(options.path)}.part-{tag}", lanes=lanes)
 
 
-def merge_parts(
+class MergeTarget:
+    """The fleet's recording path, locked against other writers from before the run until the
+    parts are merged into it (or the run ends without parts).
+
+    The path is checked when this is built, before any episode runs: a directory, a missing
+    folder, a FIFO or a path another run is writing raises ``OSError`` naming it (and frames
+    ``ValueError``). What was at the path stays untouched until a merge succeeds; the merged
+    file then replaces it in one rename.
+    """
+
+    def __init__(self, options: RecordingOptions) -> None:
+        _refuse_frames(options)
+        self.options = options
+        self.path = os.fspath(options.path)
+        self._held: BinaryIO | None
+        self._held, self._created = open_exclusive(self.path, truncate=False)
+
+    def merge(
+        self,
+        contract: env_pb2.EnvContract,
+        num_envs: int,
+        parts: Sequence[FleetPart],
+        *,
+        env_id: str,
+        base_seed: int | None,
+    ) -> None:
+        """Write the path from ``parts`` (those that exist), then delete the parts and release it.
+
+        Raises:
+            OSError: writing the merged file failed (a full disk); the path is as it was, the
+                parts are kept, and the message names them.
+        """
+        existing = [part for part in parts if os.path.exists(part.path)]
+        if not existing:
+            self.close()
+            return
+        directory, name = os.path.split(self.path)
+        try:
+            descriptor, temporary = tempfile.mkstemp(
+                prefix=f"{name}.", suffix=".merging", dir=directory or "."
+            )
+        except OSError as error:
+            self.close()
+            raise self._kept(existing, error) from error
+        try:
+            with os.fdopen(descriptor, "wb") as out:
+                _write_merged(out, self.options, contract, num_envs, parts, existing, env_id, base_seed)
+            if self._held is not None:  # the recording keeps the path's permissions, not mkstemp's 0600
+                os.chmod(temporary, stat.S_IMODE(os.fstat(self._held.fileno()).st_mode))
+            if not LOCKS:
+                self._release()  # a file held open cannot be replaced there
+            os.replace(temporary, self.path)
+        except BaseException as error:
+            with contextlib.suppress(OSError):
+                os.remove(temporary)
+            self.close()
+            if isinstance(error, OSError):
+                raise self._kept(existing, error) from error
+            raise
+        self._created = False  # the merged recording is there now: close() must keep it
+        self._release()
+        for part in parts:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(part.path)
+
+    def close(self) -> None:
+        """Release the path without merging (idempotent); a file this created empty is removed."""
+        if self._held is None:
+            return
+        if self._created:
+            with contextlib.suppress(OSError):
+                if os.fstat(self._held.fileno()).st_size == 0:
+                    os.remove(self.path)
+        self._release()
+
+    def _release(self) -> None:
+        if self._held is not None:
+            self._held.close()
+            self._held = None
+
+    def _kept(self, parts: Sequence[FleetPart], error: OSError) -> OSError:
+        return OSError(
+            error.errno,
+            f"merging the fleet's recording into {self.path!r} failed: {error}; the part files are kept: "
+            + ", ".join(part.path for part in parts),
+        )
+
+
+def _write_merged(
+    out: BinaryIO,
     options: RecordingOptions,
     contract: env_pb2.EnvContract,
     num_envs: int,
     parts: Sequence[FleetPart],
-    *,
+    existing: Sequence[FleetPart],
     env_id: str,
     base_seed: int | None,
 ) -> None:
-    """Write ``options.path`` from ``parts`` (those that exist) and delete the parts."""
-    existing = [part for part in parts if os.path.exists(part.path)]
-    if not existing:
-        return
     fleet_contract = env_pb2.EnvContract()
     fleet_contract.CopyFrom(contract)
     fleet_contract.num_envs = num_envs
     packer = new_packer()
-    path = os.fspath(options.path)
-    try:
-        with open(path, "wb") as out:
-            for index, part in enumerate(existing):
-                for record in _records(part.path):
-                    kind = record.get("kind")
-                    if kind == "header":
-                        if index:
-                            continue
-                        record.update(
-                            env_id=env_id,
-                            contract=fleet_contract.SerializeToString(deterministic=True),
-                            num_envs=num_envs,
-                            base_seed=base_seed,
-                            options=options.to_dict(),
-                            servers=list(dict.fromkeys(p.server for p in parts)),
-                        )
-                    elif kind == "session":
-                        record["server"] = part.server
-                    elif kind in ("steps", "episode"):
-                        _to_fleet_lane(record, part)
-                    out.write(packer.pack(record))
-                out.flush()
-    finally:
-        for part in parts:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(part.path)
+    for index, part in enumerate(existing):
+        for record in _records(part.path):
+            kind = record.get("kind")
+            if kind == "header":
+                if index:
+                    continue
+                record.update(
+                    env_id=env_id,
+                    contract=fleet_contract.SerializeToString(deterministic=True),
+                    num_envs=num_envs,
+                    base_seed=base_seed,
+                    options=options.to_dict(),
+                    servers=list(dict.fromkeys(p.server for p in parts)),
+                )
+            elif kind == "session":
+                record["server"] = part.server
+            elif kind in ("steps", "episode"):
+                _to_fleet_lane(record, part)
+            out.write(packer.pack(record))
+        out.flush()
 
 
 def _to_fleet_lane(record: dict[str, Any], part: FleetPart) -> None:

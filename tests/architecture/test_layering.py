@@ -20,9 +20,10 @@ PACKAGE_DIR = Path(__file__).resolve().parents[2] / "rlmesh_gym"
 # Bottom to top. A module may import its own unit and every unit of an earlier layer; units of
 # one layer (envs and policies) never import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_lazy", "_deadline"),
+    ("_lazy", "_deadline", "_regular_file"),
     ("_daemon_thread",),
     ("proto", "_wire", "_audience", "assets"),
+    ("_user_code",),
     ("spaces",),
     ("runtime",),
     ("envs", "policies"),

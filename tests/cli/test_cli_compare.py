@@ -214,3 +214,40 @@ def test_compare_env_kwargs_errors_name_the_flag(capsys):
         capsys, "compare", "CartPole-v1", "--policy", "random", "--policy", "b=random", "--env-kwargs", "[1]"
     )
     assert code == 2 and "--env-kwargs '[1]' is a JSON array, not a JSON object" in err
+
+
+def _nan_reward_cartpole(**kwargs):
+    import gymnasium
+
+    return gymnasium.wrappers.TransformReward(gymnasium.make("CartPole-v1", **kwargs), lambda _: float("nan"))
+
+
+@pytest.mark.parametrize("json_output", [False, True], ids=["text", "json"])
+def test_compare_prints_every_result_when_the_returns_are_not_finite(capsys, json_output):
+    import gymnasium
+
+    env_id = "rlmesh-test/CliNaNRewardCartPole-v0"
+    if env_id not in gymnasium.registry:
+        gymnasium.register(env_id, entry_point=_nan_reward_cartpole)
+    argv = [
+        "compare",
+        env_id,
+        "--policy",
+        "a=random",
+        "--policy",
+        "b=random",
+        "--episodes",
+        "4",
+        "--no-progress",
+    ]
+    code, out, err = run_cli(capsys, *argv, *(["--json"] if json_output else []))
+    assert code == 0, err
+    if json_output:
+        data = json.loads(out)
+        assert set(data["results"]) == {"a", "b"}
+        assert (
+            data["pairs"][0]["no_interval_reason"]
+            == "needs finite returns (4 of the returns of 'a' are NaN or infinite)"
+        )
+    else:
+        assert "no interval: needs finite returns (4 of the returns of 'a' are NaN or infinite)" in out

@@ -197,3 +197,58 @@ def test_recordings_store_the_env_kwargs_and_replay_with_them(tmp_path):
             episodes=2,
             options=EvaluationOptions(env_kwargs={"max_episode_steps": 7}),
         )
+
+
+def _cartpole_rewarding(value: float):
+    def make(**kwargs):
+        return gymnasium.wrappers.TransformReward(gymnasium.make("CartPole-v1", **kwargs), lambda _: value)
+
+    return make
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
+def test_non_finite_returns_keep_every_result_and_the_pairs_say_why_there_is_no_interval(bad):
+    env_id = f"rlmesh-test/CartPoleRewarding{bad}-v0"
+    if env_id not in gymnasium.registry:
+        gymnasium.register(env_id, entry_point=_cartpole_rewarding(bad))
+    policies = {"a": "random", "b": lambda obs: np.zeros(len(obs), dtype=np.int64)}
+    comparison = compare(env_id, policies, episodes=4, num_envs=2, seed=1, progress=False)
+    assert list(comparison.results) == ["a", "b"]
+    assert all(len(result.episodes) == 4 for result in comparison.results.values())
+    (pair,) = comparison.pairs
+    assert pair.difference is None and pair.probability_of_improvement is None
+    assert pair.no_interval_reason == "needs finite returns (4 of the returns of 'a' are NaN or infinite)"
+    assert comparison.pair("b", "a").no_interval_reason == pair.no_interval_reason
+    text = str(comparison)
+    assert "no interval: needs finite returns" in text and "no CI: needs finite returns" in text
+    exported = json.loads(comparison.to_json())
+    assert exported["pairs"][0]["mean_difference"] is None
+    assert exported["pairs"][0]["no_interval_reason"] == pair.no_interval_reason
+    with pytest.raises(ValueError, match="policy 'a' has none: it needs finite returns"):
+        comparison.plot()
+
+
+class Flaky:
+    """Acts for ``calls`` predicts, then raises."""
+
+    def __init__(self, calls: int) -> None:
+        self.calls = calls
+
+    def __call__(self, observations):
+        self.calls -= 1
+        if self.calls < 0:
+            raise RuntimeError("the policy broke")
+        return np.zeros(len(observations), dtype=np.int64)
+
+
+def test_a_policy_that_fails_mid_run_is_named_with_what_was_passed():
+    from rlmesh_gym.evaluation import EvaluationError
+
+    with pytest.raises(EvaluationError) as caught:
+        compare(
+            "CartPole-v1", {"good": "random", "bad": Flaky(5)}, episodes=6, num_envs=2, seed=1, progress=False
+        )
+    message = str(caught.value)
+    assert message.startswith("policy 'bad' (Flaky) (after the full runs of 'good'): ")
+    assert "the policy broke" in message
+    assert caught.value.partial is not None and not caught.value.partial.complete

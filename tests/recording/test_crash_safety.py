@@ -6,6 +6,7 @@ import asyncio
 import warnings
 
 import msgpack
+import numpy as np
 import pytest
 from _recording_envs import SPACES, make_env, run_session
 
@@ -266,10 +267,29 @@ def test_a_header_whose_contract_is_not_protobuf_is_malformed(tmp_path):
         load_recording(tmp_path / "bad.rec")
 
 
+def _with_frames(record, shape):
+    """Give a ``steps`` record one frame of ``shape`` per step, packed as the recorder packs arrays."""
+    _, (rows,), _ = msgpack.unpackb(record["steps"].data)
+    frames = ["|u1", [rows, *shape], bytes(rows * int(np.prod(shape)))]
+    record.update(
+        frames=msgpack.ExtType(1, msgpack.packb(frames, use_bin_type=True)), frame_steps=record["steps"]
+    )
+
+
+FRAMES_MESSAGE = (
+    r"frames must be a uint8 \(F, H, W, C\) array with H, W >= 1 and C of 1, 3 or 4 channels "
+    r"\(grey, RGB, RGBA\), got a uint8 array of shape \(\d+, "
+)
+
+
 @pytest.mark.parametrize(
     ("kind", "damage", "message"),
     [
         ("steps", lambda r: r.pop("actions"), "it has no actions field"),
+        ("steps", lambda r: _with_frames(r, (8, 8, 2)), FRAMES_MESSAGE + r"8, 8, 2\)"),
+        ("steps", lambda r: _with_frames(r, (0, 8, 3)), FRAMES_MESSAGE + r"0, 8, 3\)"),
+        ("episode", lambda r: r.update(counted=1.0), "counted must be a bool or nil, got 1.0"),
+        ("episode", lambda r: r.update(counted=0), "counted must be a bool or nil, got 0"),
         ("steps", lambda r: r.update(rewards=[1.0]), "rewards must be a 1-d numpy array"),
         ("episode", lambda r: r.update(record=[1, 2]), "record must be a map of EpisodeRecord fields"),
         ("episode", lambda r: r["record"].pop("length"), "its summary has no 'length'"),
@@ -293,3 +313,19 @@ def test_a_malformed_record_stops_reading_like_a_cut_off_file(kind, damage, mess
     assert [e.episode_id for e in recording.episodes] == expected
     for episode in recording.episodes:
         assert episode.record == full.episode(episode.episode_id).record
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_frames_the_player_can_show_read_whole(channels, tmp_path):
+    data = _record(tmp_path / "full.rec")
+
+    def framed(record):
+        if record["kind"] == "steps":
+            _with_frames(record, (8, 8, channels))
+
+    (tmp_path / "framed.rec").write_bytes(_rewrite(data, framed))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RecordingWarning)
+        recording = load_recording(tmp_path / "framed.rec")
+    assert not recording.partial
+    assert all(e.frames.shape[1:] == (8, 8, channels) for e in recording.episodes)

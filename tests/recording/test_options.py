@@ -92,6 +92,22 @@ def test_an_env_that_cannot_render_switches_frames_off_once(rec_path):
     assert recording.episodes and all(e.frames is None for e in recording.episodes)
 
 
+def test_frames_no_player_can_show_switch_frames_off_once_and_the_recording_reads_whole(rec_path):
+    env, _ = make_env(SPACES["box"], num_envs=2)
+
+    def two_channel_frames():
+        return [np.zeros((8, 8, 2), np.uint8), np.zeros((8, 8, 2), np.uint8)]
+
+    options = RecordingOptions(rec_path, frame_lanes=[0])
+    with pytest.warns(RuntimeWarning, match=r"lane 0 rendered a uint8 array of shape \(8, 8, 2\)") as caught:
+        with EpisodeRecorder(options, env.contract, render_frames=two_channel_frames) as recorder:
+            run_session(env, [recorder], max_episodes=4, action_space=SPACES["box"])
+    assert len([w for w in caught if "frame recording" in str(w.message)]) == 1
+    recording = load_recording(rec_path)
+    assert not recording.partial and len(recording.episodes) >= 4
+    assert all(e.frames is None for e in recording.episodes)
+
+
 def test_long_episodes_are_written_in_chunks_that_load_as_one(rec_path, tmp_path, monkeypatch):
     def run(path):
         options = RecordingOptions(path, step_stride=2, frame_lanes=[0, 1])

@@ -155,6 +155,7 @@ def test_counted_is_stored_per_episode_and_version_1_files_still_read(rec_path, 
         run_session(env, [recorder], max_episodes=4, action_space=space)
     recording = load_recording(rec_path)
     assert [e.counted for e in recording.episodes] == [e.episode_id.endswith("0") for e in recording.episodes]
+    assert all(type(e.counted) is bool for e in recording.episodes)
     # A version-1 file (written before `counted` existed) reads with counted=None.
     with open(rec_path, "rb") as stream:
         records = list(msgpack.Unpacker(stream, raw=False, strict_map_key=False))

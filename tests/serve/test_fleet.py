@@ -3,6 +3,8 @@ a killed server (partial result or reassignment), a server of another env refuse
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import json
 import os
 import signal
@@ -167,6 +169,16 @@ def test_a_server_of_another_env_is_refused_by_address_before_any_episode(fleet)
         other.finish(signal.SIGTERM)
 
 
+class CountEpisodes(RuntimeHooks):
+    """Counts the episodes that completed on any session it hooks."""
+
+    def __init__(self) -> None:
+        self.episodes = 0
+
+    async def episode_completed(self, event):
+        self.episodes += 1
+
+
 class KillServer(RuntimeHooks):
     """Kills ``process`` with SIGKILL on the ``at``-th step of route ``route_id``."""
 
@@ -306,3 +318,69 @@ def test_a_session_that_cannot_be_built_closes_every_model_connected_for_the_rou
     asyncio.run(scenario())
     assert built == [0, 1] and len(connected) == 2
     assert all(any(model is other for other in closed) for model in connected)
+
+
+def test_a_recording_path_that_cannot_be_written_fails_before_any_episode(fleet, tmp_path):
+    counted = CountEpisodes()
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    with pytest.raises(OSError, match=f"cannot write recording file '{folder}': it is a directory"):
+        evaluate(fleet, "random", episodes=8, seed=SEED, hooks=[counted], record=folder, progress=False)
+    assert counted.episodes == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["a-folder"]
+
+
+def test_a_path_another_run_is_recording_to_is_refused_before_the_fleet_runs(fleet, tmp_path):
+    from rlmesh_gym.envs import GymVectorEnv
+    from rlmesh_gym.recording import EpisodeRecorder
+
+    path = tmp_path / "run.rec"
+    env = GymVectorEnv.make("CartPole-v1", num_envs=1)
+    first = EpisodeRecorder(path, env.contract, base_seed=0)  # holds the file's lock until closed
+    try:
+        before = path.read_bytes()
+        counted = CountEpisodes()
+        with pytest.raises(OSError, match="another run is writing it"):
+            evaluate(fleet, "random", episodes=8, seed=SEED, hooks=[counted], record=path, progress=False)
+        assert counted.episodes == 0 and path.read_bytes() == before
+    finally:
+        first.close()
+        asyncio.run(env.close(5.0))
+
+
+def test_a_failed_merge_keeps_the_parts_and_raises_with_the_result(fleet, tmp_path, monkeypatch):
+    from rlmesh_gym.recording import fleet as recording_fleet
+
+    write_merged = recording_fleet._write_merged
+
+    class FullDisk:
+        """A stream that takes 1,000 bytes, then fails as a full disk does."""
+
+        def __init__(self, out):
+            self.out, self.written = out, 0
+
+        def write(self, data):
+            if self.written + len(data) > 1000:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            self.written += len(data)
+            return self.out.write(data)
+
+        def flush(self):
+            self.out.flush()
+
+    monkeypatch.setattr(
+        recording_fleet, "_write_merged", lambda out, *args: write_merged(FullDisk(out), *args)
+    )
+    path = tmp_path / "run.rec"
+    path.write_bytes(b"an older file")
+    with pytest.raises(EvaluationError) as caught:
+        evaluate(fleet, "random", episodes=8, seed=SEED, record=path, progress=False)
+    error = caught.value
+    assert error.partial.complete and len(error.partial.episodes) == 8
+    assert isinstance(error.__cause__, OSError) and error.__cause__.errno == errno.ENOSPC
+    parts = sorted(tmp_path.glob("run.rec.part-*"))
+    assert len(parts) == len(LANES) and all(str(part) in str(error) for part in parts)
+    assert f"merging the fleet's recording into '{path}' failed" in str(error)
+    assert path.read_bytes() == b"an older file"  # untouched: the merge replaces it only on success
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.rec", *(p.name for p in parts)]
+    kept = [e.episode_id for part in parts for e in load_recording(part).episodes]
+    assert {e.episode_id for e in error.partial.episodes} <= set(kept)
