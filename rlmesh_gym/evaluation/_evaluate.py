@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 
 __all__ = ["EvaluationError", "PolicyMismatchError", "default_ids", "evaluate", "evaluate_async"]
 
+EVALUATION_AUTORESET = "same_step"
+"""The autoreset mode of the vector env ``evaluate()`` builds from an env id, unless told otherwise."""
+
 _STOP_REASON = "evaluation quotas met"
 _INTERRUPT_REASON = "evaluation interrupted"
 _COUNT_FAILED_REASON = "evaluation failed to count a completed episode"
@@ -658,7 +661,9 @@ def _prepare(env: Any, policy: Any, options: EvaluationOptions) -> SessionEvalua
     resolved = resolve_env(
         env,
         num_envs=options.num_envs,
-        autoreset=options.autoreset,
+        # An env built here resets a finished lane within its last step: the same episodes in
+        # fewer vector steps (docs/evaluation.md). An env the caller built keeps its own mode.
+        autoreset=options.autoreset or (EVALUATION_AUTORESET if isinstance(env, str) else None),
         vectorization=options.vectorization,
         env_kwargs=env_kwargs,
     )
