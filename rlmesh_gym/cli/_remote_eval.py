@@ -35,9 +35,8 @@ def run_remote_eval(args: argparse.Namespace) -> int:
 
 
 async def _remote_eval(args: argparse.Namespace) -> Any:
-    from rlmesh_gym.envs.resolve import make_env
+    from rlmesh_gym.envs.resolve import EVALUATION_AUTORESET, make_env
     from rlmesh_gym.evaluation import evaluate_async
-    from rlmesh_gym.evaluation._evaluate import EVALUATION_AUTORESET
     from rlmesh_gym.policies.resolve import default_policy
     from rlmesh_gym.serve import RemoteEnv, RemoteModel
 

@@ -27,7 +27,12 @@ from rlmesh_gym.runtime.autoreset import AutoresetMode
 from rlmesh_gym.runtime.message_form import is_array_env
 from rlmesh_gym.runtime.seams import is_runtime_env
 
-__all__ = ["EnvBuildError", "ResolvedEnv", "make_env", "make_gym_env", "resolve_env"]
+__all__ = ["EVALUATION_AUTORESET", "EnvBuildError", "ResolvedEnv", "make_env", "make_gym_env", "resolve_env"]
+
+EVALUATION_AUTORESET = AutoresetMode.SAME_STEP
+"""The mode of a vector env ``evaluate()`` (and ``rlmesh-gym eval``) builds from an env id unless
+told otherwise: a finished lane resets within its last step, so the same episodes as under
+NEXT_STEP take one vector step fewer each."""
 
 
 class EnvBuildError(ValueError):

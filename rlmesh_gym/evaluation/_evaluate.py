@@ -37,9 +37,6 @@ if TYPE_CHECKING:
 
 __all__ = ["EvaluationError", "PolicyMismatchError", "default_ids", "evaluate", "evaluate_async"]
 
-EVALUATION_AUTORESET = "same_step"
-"""The autoreset mode of the vector env ``evaluate()`` builds from an env id, unless told otherwise."""
-
 _STOP_REASON = "evaluation quotas met"
 _INTERRUPT_REASON = "evaluation interrupted"
 _COUNT_FAILED_REASON = "evaluation failed to count a completed episode"
@@ -656,7 +653,8 @@ def _prepare(env: Any, policy: Any, options: EvaluationOptions) -> SessionEvalua
     env_kwargs = _frame_env_kwargs(env, options.record, options.env_kwargs)
     if env_kwargs is not options.env_kwargs:
         options = dataclasses.replace(options, env_kwargs=env_kwargs)
-    from rlmesh_gym.envs.resolve import resolve_env  # loads gymnasium: only when an env is resolved
+    # Loads gymnasium: only when an env is resolved.
+    from rlmesh_gym.envs.resolve import EVALUATION_AUTORESET, resolve_env
 
     resolved = resolve_env(
         env,
