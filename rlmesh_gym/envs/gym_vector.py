@@ -367,7 +367,25 @@ class GymVectorEnv(ArrayRuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisode
         step = self._steps_taken + 1
         if not self._ready or (self._disabled_vector and not self._episodes.all_active):
             self._refuse_step(step)
-        values = self._action_values(actions, step)
+        n = self._num_envs
+        action_codec = self._action_codec
+        try:
+            if actions is not None and actions.rows == n and action_codec.same_space(actions.codec):
+                values = actions.values  # the policy's own batch (decoded here if it came as bytes)
+            else:
+                values = action_codec.decode_batch(b"" if actions is None else actions.data, n)
+        except (CodecError, ValueError, TypeError) as error:
+            raise self._invalid_actions(actions, step, error) from error
+        discrete = self._discrete_range
+        if discrete is not None:
+            # Python min/max over a short list beat numpy reductions at these sizes.
+            flat = values.tolist()
+            if min(flat) < discrete[0] or max(flat) >= discrete[1]:
+                self._refuse_actions(values, (values < discrete[0]) | (values >= discrete[1]), step)
+        elif self._multi_discrete_nvec is not None:
+            outside = (values < 0) | (values >= self._multi_discrete_nvec)
+            if outside.any():
+                self._refuse_actions(values, outside, step)
         try:
             # The vector env's own step, called here directly (inline) or in the offload thread.
             if self._thread is None:
@@ -376,7 +394,11 @@ class GymVectorEnv(ArrayRuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisode
                 observation, rewards, terminated, truncated, infos = await self._thread.call(
                     self._step_env, values
                 )
-            batch = self._observation_batch(observation)
+            # The step's observation batch, private to it: a vector env built with copy=False
+            # reuses one buffer, and a policy or hook may keep what it was given.
+            codec = self._observation_codec
+            observed = codec.normalize_batch(observation, n)
+            batch = SpaceBatch(codec, n, observed.copy() if observed is observation else observed)
             rewards = np.asarray(rewards, dtype=_FLOAT64)
             terminated = np.asarray(terminated, dtype=_BOOL)
             truncated = np.asarray(truncated, dtype=_BOOL)
@@ -574,37 +596,15 @@ class GymVectorEnv(ArrayRuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisode
             stacklevel=4,
         )
 
-    def _action_values(self, actions: SpaceBatch | None, step: int) -> Any:
-        """The action batch as the env takes it, range-checked; a recoverable EnvRpcError if unusable."""
-        n = self._num_envs
-        codec = self._action_codec
-        try:
-            if actions is None:
-                values = codec.decode_batch(b"", n)
-            elif actions.rows == n and codec.same_space(actions.codec):
-                values = actions.values
-            else:
-                values = codec.decode_batch(actions.data, n)
-        except (CodecError, ValueError, TypeError) as error:
-            raise EnvRpcError(
-                "env.step",
-                step,
-                f"invalid action batch: expected {n} action(s) of {self._action_space} "
-                f"({_received_bytes(actions)} bytes received): {error}",
-                recoverable=True,
-            ) from error
-        discrete = self._discrete_range
-        if discrete is not None:
-            # Python min/max over a short list beat numpy reductions at these sizes.
-            low, high = discrete
-            flat = values.tolist()
-            if min(flat) < low or max(flat) >= high:
-                self._refuse_actions(values, (values < low) | (values >= high), step)
-        elif self._multi_discrete_nvec is not None:
-            outside = (values < 0) | (values >= self._multi_discrete_nvec)
-            if outside.any():
-                self._refuse_actions(values, outside, step)
-        return values
+    def _invalid_actions(self, actions: SpaceBatch | None, step: int, error: Exception) -> EnvRpcError:
+        """The recoverable error of an action batch that does not decode."""
+        return EnvRpcError(
+            "env.step",
+            step,
+            f"invalid action batch: expected {self._num_envs} action(s) of {self._action_space} "
+            f"({_received_bytes(actions)} bytes received): {error}",
+            recoverable=True,
+        )
 
     def _refuse_actions(self, values: np.ndarray, outside: np.ndarray, step: int) -> None:
         lanes = sorted(set(np.argwhere(outside)[:, 0].tolist()))

@@ -549,7 +549,15 @@ class TorchPolicy(PolicyModel[torch.Generator]):
         rows = context.rows
         if self._spaces is None or rows == 0:
             self._rows(context)  # raises the error that says which
-        observations = self._observe(self._observations(observation, rows))
+        if (
+            observation is not None
+            and observation.rows == rows
+            and observation.has_values
+            and self._observation_codec.same_space(observation.codec)
+        ):
+            observations = self._observe(observation.values)  # the env's own batch
+        else:
+            observations = self._observe(self._observations(observation, rows))
         threads = self._num_threads if rows <= self._small_batch_rows else None
         previous = torch.get_num_threads() if threads is not None else 0
         if previous == threads:
