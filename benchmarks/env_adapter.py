@@ -4,7 +4,7 @@ Both sides run CartPole-v1 lanes in a SyncVectorEnv with the same autoreset mode
 seeds and the same pre-generated random actions, for the same number of vector steps.
 
   bare     ``env.step(actions)`` with int64 numpy action arrays (what a hand-written loop does).
-  adapter  ``await adapter.step(request)`` with **prebuilt** ``StepRequest`` messages: the action
+  adapter  ``await MessageFormEnv(env).step(request)`` with **prebuilt** ``StepRequest`` messages: the action
            bytes are encoded before the timed loop (a model's job), so the timing is bytes in ->
            StepResponse out: action decode, the same env step, observation encode, per-lane
            episode book-keeping (ids, completed episodes), the response and its telemetry.
@@ -34,6 +34,7 @@ import numpy as np
 
 from rlmesh_gym.envs import GymVectorEnv
 from rlmesh_gym.proto import env_pb2
+from rlmesh_gym.runtime import MessageFormEnv
 
 MODES = {"next_step": "NextStep", "same_step": "SameStep", "disabled": "Disabled"}
 
@@ -81,7 +82,7 @@ def run_bare(env: gym.vector.VectorEnv, lanes: int, mode: str, actions: list[np.
 
 
 async def adapter_loop(
-    env: GymVectorEnv, lanes: int, mode: str, requests: list[env_pb2.StepRequest]
+    env: MessageFormEnv, lanes: int, mode: str, requests: list[env_pb2.StepRequest]
 ) -> float:
     steps = vector_steps(lanes)
     # A new run is a new session: end the previous run's episodes first, or the reset would report
@@ -97,7 +98,7 @@ async def adapter_loop(
     return (time.process_time() - started) / steps
 
 
-def run_adapter(env: GymVectorEnv, lanes: int, mode: str, requests: list[env_pb2.StepRequest]) -> float:
+def run_adapter(env: MessageFormEnv, lanes: int, mode: str, requests: list[env_pb2.StepRequest]) -> float:
     """Seconds per vector step of the adapter loop (bytes in -> StepResponse out)."""
     return asyncio.run(adapter_loop(env, lanes, mode, requests))
 
@@ -114,7 +115,7 @@ def prebuilt_requests(actions: list[np.ndarray]) -> list[env_pb2.StepRequest]:
 if args.profile:
     lanes_text, mode = args.profile.split(":")
     lanes = int(lanes_text)
-    adapter = GymVectorEnv(make_bare(lanes, mode))
+    adapter = MessageFormEnv(GymVectorEnv(make_bare(lanes, mode)))
     requests = prebuilt_requests(action_batches(lanes))
     run_adapter(adapter, lanes, mode, requests)  # warm-up
     profiler = cProfile.Profile()
@@ -133,7 +134,7 @@ print(f" {'overhead us':>12} {'ratio':>6}")
 for lanes in args.lanes:
     for mode in args.modes:
         bare = make_bare(lanes, mode)
-        adapter = GymVectorEnv(make_bare(lanes, mode))
+        adapter = MessageFormEnv(GymVectorEnv(make_bare(lanes, mode)))
         actions = action_batches(lanes)
         requests = prebuilt_requests(actions)
         run_bare(bare, lanes, mode, actions)  # warm-up both sides

@@ -1,4 +1,4 @@
-"""TorchPolicy.predict against calling the bare module on the same batch, in the same process.
+"""TorchPolicy through MessageFormModel against the bare module on the same batch, in one process.
 
 The policy is a CartPole-shaped MLP (4 -> 64 -> 64 -> 2, tanh). The baseline is what a
 hand-written loop does with a batch tensor it already holds:
@@ -30,6 +30,7 @@ from torch import nn
 
 from rlmesh_gym.policies import TorchPolicy
 from rlmesh_gym.proto import model_pb2, spaces_pb2
+from rlmesh_gym.runtime import MessageFormModel
 from rlmesh_gym.spaces.codec import SpaceCodec
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -50,6 +51,7 @@ observation_spec = spaces_pb2.SpaceSpec(
 action_spec = spaces_pb2.SpaceSpec(dtype=spaces_pb2.D_TYPE_INT64, discrete=spaces_pb2.DiscreteSpec(n=2))
 module = nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 2)).eval()
 policy = TorchPolicy(module, (observation_spec, action_spec))
+messages = MessageFormModel(policy)  # the message form: bytes in, PredictResponse out
 observation_codec = SpaceCodec(observation_spec)
 action_codec = SpaceCodec(action_spec)
 
@@ -69,7 +71,7 @@ def make_request(n: int, batch: np.ndarray) -> model_pb2.PredictRequest:
 
 
 def predict_once(request: model_pb2.PredictRequest) -> object:
-    coroutine = policy.predict(request)
+    coroutine = messages.predict(request)
     try:
         coroutine.send(None)
     except StopIteration as done:

@@ -14,17 +14,25 @@ __all__ = [
 ]
 
 
-def add_autoreset_argument(parser: argparse.ArgumentParser) -> None:
-    """``--autoreset MODE``: next_step (default), same_step or disabled."""
+def add_autoreset_argument(parser: argparse.ArgumentParser, *, evaluation: bool = False) -> None:
+    """``--autoreset MODE``: next_step (default), same_step or disabled.
+
+    With ``evaluation`` the default is left to ``evaluate()`` (same_step for the env it builds).
+    """
     from rlmesh_gym.runtime.autoreset import AutoresetMode
 
     parser.add_argument(
         "--autoreset",
-        default=AutoresetMode.NEXT_STEP.value,
+        default=None if evaluation else AutoresetMode.NEXT_STEP.value,
         choices=AutoresetMode.spellings(),
         type=str.lower,
         metavar="MODE",
-        help="autoreset mode: next_step (default), same_step or disabled",
+        help=(
+            "autoreset mode: same_step (default: a finished lane resets within its last step), "
+            "next_step or disabled"
+            if evaluation
+            else "autoreset mode: next_step (default), same_step or disabled"
+        ),
     )
 
 

@@ -35,7 +35,7 @@ def run_remote_eval(args: argparse.Namespace) -> int:
 
 
 async def _remote_eval(args: argparse.Namespace) -> Any:
-    from rlmesh_gym.envs.resolve import make_env
+    from rlmesh_gym.envs.resolve import EVALUATION_AUTORESET, make_env
     from rlmesh_gym.evaluation import evaluate_async
     from rlmesh_gym.policies.resolve import default_policy
     from rlmesh_gym.serve import RemoteEnv, RemoteModel
@@ -56,7 +56,7 @@ async def _remote_eval(args: argparse.Namespace) -> Any:
             env = make_env(
                 args.env_id,
                 num_envs=args.num_envs,
-                autoreset=args.autoreset,
+                autoreset=args.autoreset or EVALUATION_AUTORESET,  # as evaluate() builds one
                 vectorization=args.vectorization,
                 env_kwargs=env_kwargs_of(args) or None,
             )

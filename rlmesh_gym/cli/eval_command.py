@@ -62,7 +62,7 @@ def register(subparsers: Any) -> None:
         ),
     )
     add_episode_arguments(parser, episodes_help="episodes to evaluate")
-    add_autoreset_argument(parser)
+    add_autoreset_argument(parser, evaluation=True)
     add_vectorization_argument(parser)
     add_env_package_arguments(parser)
     add_output_arguments(parser, record_metavar="FILE", record_help="record the episodes to FILE (msgpack)")

@@ -127,6 +127,7 @@ async def _policy_checked_in_env(model: Any, policy: str, env_id: str) -> tuple[
     """
     from rlmesh_gym.envs.resolve import make_env
     from rlmesh_gym.proto import env_pb2, model_pb2
+    from rlmesh_gym.runtime.message_form import MessageFormEnv, as_message_model
     from rlmesh_gym.runtime.seams import BindableModel
 
     env = make_env(env_id, num_envs=1)
@@ -136,7 +137,8 @@ async def _policy_checked_in_env(model: Any, policy: str, env_id: str) -> tuple[
             raise ValueError(f"policy {policy!r} has no bind(contract); serve it without --env-id")
         try:
             model = _bound(model, contract, policy, "--env-id")
-            reset = await env.reset(env_pb2.ResetRequest(seeds=[0]))
+            messages = MessageFormEnv(env)
+            reset = await messages.reset(env_pb2.ResetRequest(seeds=[0]))
             request = model_pb2.PredictRequest(
                 context=model_pb2.PredictContext(
                     session_id="serve-policy-check",
@@ -146,8 +148,8 @@ async def _policy_checked_in_env(model: Any, policy: str, env_id: str) -> tuple[
                 )
             )
             request.observation.CopyFrom(reset.response.observation)
-            prediction = await model.predict(request)
-            await env.step(env_pb2.StepRequest(action=prediction.response.action))
+            prediction = await as_message_model(model).predict(request)
+            await messages.step(env_pb2.StepRequest(action=prediction.response.action))
         except Exception as error:
             raise ValueError(
                 f"policy {policy!r} cannot act in {env_id}: {error} (serve a policy built for {env_id}'s "

@@ -1,8 +1,9 @@
 """Gymnasium environments as rlmesh runtime envs.
 
 :class:`GymVectorEnv` wraps a ``gymnasium.vector.VectorEnv`` (Sync, Async or custom) or a single
-``gymnasium.Env`` as a :class:`~rlmesh_gym.runtime.RuntimeEnv`, in all three gymnasium
-autoreset modes; :class:`LaneEpisodes` is its per-lane episode book-keeping.
+``gymnasium.Env`` as an array-form runtime env (what the driver calls), in all three gymnasium
+autoreset modes; :class:`LaneEpisodes` is its per-lane episode book-keeping. For the message
+form, wrap it in :class:`~rlmesh_gym.runtime.message_form.MessageFormEnv`.
 
 The way back: :class:`RlmeshVectorEnv` is any rlmesh env (an in-process ``RuntimeEnv`` or a
 connected client) as a ``gymnasium.vector.VectorEnv``, and :class:`RlmeshEnv` a one-lane one as

@@ -1,10 +1,9 @@
-"""A gymnasium vector env (or a single env) as a :class:`~rlmesh_gym.runtime.RuntimeEnv`.
+"""A gymnasium vector env (or a single env) as an array-form runtime env.
 
-:class:`GymVectorEnv` is the env side of the runtime in both forms of the seam: the array form
+:class:`GymVectorEnv` is the env side of the runtime in the array form of the seam
 (``reset_arrays``/``step_arrays``: numpy batches, per-lane episode ids, ``CompletedEpisode``
-records, infos as the env returned them; what the driver calls in-process) and, derived from it,
-the message form of the rlmesh wire (``reset``/``step``: message bytes, ``completed_episodes``
-with full ``EpisodeMetadata``; what a server calls), in all three gymnasium autoreset modes:
+records, infos as the env returned them; what the driver calls), in all three gymnasium
+autoreset modes:
 
 =============  =============================================================================
 NEXT_STEP      The done step completes the episode and keeps its id; the lane's next step is
@@ -15,67 +14,63 @@ DISABLED       A done lane is idle (id ``""``) until reset; partial resets (``en
                use gymnasium's ``reset_mask``, and every episode carries its exact seed.
 =============  =============================================================================
 
-A single :class:`gymnasium.Env` is one lane under DISABLED.
+A single :class:`gymnasium.Env` is one lane under DISABLED. The message form (protobuf
+requests and responses, what a gRPC server speaks) is
+:class:`~rlmesh_gym.runtime.message_form.MessageFormEnv` around it. The pieces around the
+adapter live in modules of their own: the contract (:mod:`~rlmesh_gym.envs.contract`), episode
+ids and records (:mod:`~rlmesh_gym.envs.episodes`), reset checks
+(:mod:`~rlmesh_gym.envs.reset_plan`), the offload thread (:mod:`~rlmesh_gym.envs.offload`),
+frames (:mod:`~rlmesh_gym.envs.frames`) and AsyncVectorEnv workers
+(:mod:`~rlmesh_gym.envs.async_workers`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import time
-import traceback
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from time import perf_counter_ns
 from typing import Any
 
 import gymnasium
 import numpy as np
-from gymnasium.spaces import Discrete, MultiDiscrete, Space
+from gymnasium.spaces import Discrete, MultiDiscrete
 from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv, VectorEnv
 from gymnasium.vector import AutoresetMode as GymAutoresetMode
 
-from rlmesh_gym._daemon_thread import DaemonThreadExecutor
 from rlmesh_gym.envs._infos import lane_info
+from rlmesh_gym.envs.async_workers import close_vector_env, release_locals
+from rlmesh_gym.envs.contract import autoreset_mode_of, build_contract, parse_autoreset_mode
 from rlmesh_gym.envs.env_ids import unknown_env_id
 from rlmesh_gym.envs.episodes import LaneEpisodes
+from rlmesh_gym.envs.frames import lane_frames
+from rlmesh_gym.envs.offload import EnvCallThread
 from rlmesh_gym.envs.one_lane import OneLaneVector, lane_zero_info
 from rlmesh_gym.envs.reset_plan import EnvResetShape, InvalidReset, ResetPlan, plan_reset
-from rlmesh_gym.proto import env_pb2, spaces_pb2
+from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.runtime.autoreset import AutoresetMode
 from rlmesh_gym.runtime.errors import EnvRpcError
-from rlmesh_gym.runtime.message_form import detached, episode_metadata, reset_response, step_response
+from rlmesh_gym.runtime.message_form import episode_metadata
 from rlmesh_gym.runtime.seams import (
+    ArrayRuntimeEnv,
     DrainsEpisodes,
     EnvResetBatch,
     EnvStepBatch,
     RendersFrames,
-    RuntimeEnv,
-    RuntimeEnvReset,
-    RuntimeEnvStep,
     TracksEpisodeIds,
 )
 from rlmesh_gym.runtime.telemetry import EndpointTelemetry
-from rlmesh_gym.spaces import space_spec
 from rlmesh_gym.spaces.batch import SpaceBatch
 from rlmesh_gym.spaces.codec import CodecError, SpaceCodec
-from rlmesh_gym.spaces.meta import MetaConversionError, from_meta_map, to_meta_map
 
-__all__ = ["GymVectorEnv", "parse_autoreset_mode"]
-
-UNKNOWN_ENV_ID = "UnknownEnv-v1"
+__all__ = ["GymVectorEnv", "check_num_envs", "parse_autoreset_mode", "parse_vectorization"]
 
 _VECTORIZATIONS = ("sync", "async")
 _CONTEXT_CLOSE_TIMEOUT = 5.0  # seconds: how long a with-block's close waits for an offloaded close
 _SAME_STEP_FINAL_KEYS = frozenset({"final_obs", "_final_obs", "final_info", "_final_info"})
-
-
-def parse_autoreset_mode(value: GymAutoresetMode | AutoresetMode | str) -> GymAutoresetMode:
-    """The gymnasium autoreset mode ``value`` names (see :meth:`AutoresetMode.parse` for the spellings).
-
-    >>> parse_autoreset_mode("same_step"), parse_autoreset_mode("NextStep")
-    (<AutoresetMode.SAME_STEP: 'SameStep'>, <AutoresetMode.NEXT_STEP: 'NextStep'>)
-    """
-    return GymAutoresetMode[AutoresetMode.parse(value).name]
+_FLOAT64 = np.dtype(np.float64)
+_BOOL = np.dtype(np.bool_)
 
 
 def check_num_envs(num_envs: object) -> int:
@@ -92,8 +87,8 @@ def parse_vectorization(value: object) -> str:
     return value.strip().lower()
 
 
-class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
-    """A gymnasium ``VectorEnv`` (Sync, Async or custom) or a single ``Env`` as a RuntimeEnv.
+class GymVectorEnv(ArrayRuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
+    """A gymnasium ``VectorEnv`` (Sync, Async or custom) or a single ``Env`` as an array-form runtime env.
 
     Args:
         env: The env to drive. A ``gymnasium.vector.VectorEnv`` keeps its ``num_envs`` lanes and
@@ -101,33 +96,41 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
         autoreset_mode: Only needed for a vector env whose ``metadata`` has no
             ``"autoreset_mode"`` (custom vector envs); it must agree with the metadata otherwise.
         offload: Run every env call in a dedicated worker thread instead of inline on the event
-            loop. Inline calls are cheaper (a thread hop costs more than a CartPole step) but
-            block the loop, so a driver timeout or cancellation cannot interrupt them; with
-            ``offload=True`` the driver's timeouts and cancellation take effect while a slow env
-            call is still running (the call itself still runs to completion in its thread).
+            loop (:mod:`rlmesh_gym.envs.offload`). Inline calls are cheaper but block the loop,
+            so a driver timeout or cancellation cannot interrupt them; with ``offload=True`` the
+            driver's timeouts and cancellation take effect while a slow env call is still
+            running (the call itself still runs to completion in its thread).
 
     The contract (:attr:`contract`) carries the per-lane spaces, the env's metadata, render
     mode, lane count and autoreset mode. Everything the wrapped env raises comes back as
     :class:`~rlmesh_gym.runtime.errors.EnvRpcError`; after an env failure the adapter refuses
-    further resets and steps (close it). Bad requests (malformed actions, seeds or lane
-    indices) raise a recoverable ``EnvRpcError`` and leave the env untouched.
+    further steps and partial resets until a whole-vector reset. Bad requests (malformed
+    actions, seeds or lane indices) raise a recoverable ``EnvRpcError`` and leave the env
+    untouched.
 
-    Closing: ``await env.close(timeout)`` (the RuntimeEnv seam), ``env.close_sync()`` from
-    synchronous code, or a ``with`` / ``async with`` block, which closes the env on exit.
+    The driver calls :meth:`reset_arrays` and :meth:`step_arrays`; for the message form
+    (``reset(ResetRequest)``/``step(StepRequest)``) wrap the env in
+    :class:`~rlmesh_gym.runtime.message_form.MessageFormEnv`.
+
+    Closing: ``await env.close(timeout)``, ``env.close_sync()`` from synchronous code, or a
+    ``with`` / ``async with`` block, which closes the env on exit.
 
     Example::
 
         import asyncio
         from rlmesh_gym.envs import GymVectorEnv
         from rlmesh_gym.proto import env_pb2
+        from rlmesh_gym.runtime.message_form import MessageFormEnv
 
         async def main():
             async with GymVectorEnv.make("CartPole-v1", num_envs=2, autoreset="disabled") as env:
-                reset = await env.reset(env_pb2.ResetRequest(seeds=[1, 2]))
+                reset = await env.reset_arrays([], [1, 2])
+                print(reset.observation.values.shape, reset.episode_ids != ["", ""])   # (2, 4) True
+                messages = MessageFormEnv(env)   # the same env in the message form
                 action = env_pb2.StepRequest()
                 action.action.bytes.data = (1).to_bytes(8, "little") * 2   # Discrete actions are int64
-                step = await env.step(action)
-                print(step.response.episode_ids == reset.response.episode_ids)   # True
+                step = await messages.step(action)
+                print(list(step.response.episode_ids) == reset.episode_ids)   # True
 
         asyncio.run(main())
 
@@ -162,7 +165,7 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
         # for their single RNG and may ignore reset_mask.
         per_lane_resets = not vector or isinstance(env.unwrapped, (SyncVectorEnv, AsyncVectorEnv))
         self._warned_single_seed = False
-        self._mode = _resolve_autoreset_mode(env, vector, autoreset_mode)
+        self._mode = autoreset_mode_of(env, vector, autoreset_mode)
         if (
             isinstance(env, AsyncVectorEnv)
             and not getattr(env, "shared_memory", True)
@@ -175,9 +178,8 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
                 RuntimeWarning,
                 stacklevel=2,
             )
-        self._observation_space = observation_space
         self._action_space = action_space
-        self._contract = _build_contract(env, num_envs, self._mode, observation_space, action_space)
+        self._contract = build_contract(env, num_envs, self._mode, observation_space, action_space)
         self._observation_codec = SpaceCodec(self._contract.observation_space, name="observation")
         self._action_codec = SpaceCodec(self._contract.action_space, name="action")
         # Discrete/MultiDiscrete actions are range-checked (the codec checks only structure).
@@ -200,6 +202,7 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
         self._step_telemetry = EndpointTelemetry("env.step")
         self._reset_telemetry = EndpointTelemetry("env.reset")
         self._no_lanes = bytes(num_envs)  # a mask with no lane set
+        self._lane_shape = (num_envs,)
         # A single env becomes a vector of one lane here; everything below drives `_lanes`.
         if isinstance(env, VectorEnv):
             self._lanes: VectorEnv | OneLaneVector = env
@@ -212,7 +215,7 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
         # stepped as gymnasium lets it be.
         self._disabled_vector = vector and self._mode is GymAutoresetMode.DISABLED
         self._same_step = self._mode is GymAutoresetMode.SAME_STEP
-        self._executor = DaemonThreadExecutor("rlmesh-gym-env") if offload else None
+        self._thread = EnvCallThread(self._lost_track) if offload else None
         self._step_env: Callable[[Any], tuple[Any, Any, Any, Any, Mapping[str, Any]]] = self._lanes.step
         self._steps_taken = 0
         self._has_reset = False
@@ -300,7 +303,7 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
     def runs_inline(self) -> bool:
         """Whether calls run inline on the event loop (not ``offload=True``): the driver then
         awaits them plainly (:class:`~rlmesh_gym.runtime.seams.RunsInline`)."""
-        return self._executor is None
+        return self._thread is None
 
     @property
     def closed(self) -> bool:
@@ -318,27 +321,6 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
             f"autoreset={self._mode.name}, env={type(self._env).__name__})"
         )
 
-    async def reset(self, request: env_pb2.ResetRequest) -> RuntimeEnvReset:
-        """Reset every lane (``env_indices`` empty) or only the listed lanes (DISABLED only).
-
-        The message form of :meth:`reset_arrays`: ``options`` (a ``MetaMap``) becomes the env's
-        ``options`` dict, and the response carries the observation batch as message bytes and
-        the infos as a ``MetaMap``.
-        """
-        options = None
-        if request.HasField("options"):
-            try:
-                options = from_meta_map(request.options)
-            except (MetaConversionError, ValueError, TypeError) as error:
-                raise EnvRpcError(
-                    "env.reset",
-                    self._steps_taken,
-                    f"reset options could not be decoded: {error}",
-                    recoverable=True,
-                ) from error
-        batch = await self.reset_arrays(list(request.env_indices), list(request.seeds), options)
-        return RuntimeEnvReset(self._message(reset_response, batch, "env.reset"), detached(batch.telemetry))
-
     async def reset_arrays(
         self, env_indices: Sequence[int], seeds: Sequence[int], options: Mapping[str, Any] | None = None
     ) -> EnvResetBatch:
@@ -352,13 +334,17 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
         next step's ``completed``.
         """
         operation = "env.reset"
-        started = time.perf_counter_ns()
+        started = perf_counter_ns()
         # A whole-vector reset is gymnasium's way back to a known state after a failure (and what
         # rlmesh's env server does for its next client); steps and partial resets stay refused.
         self._check_usable(operation, recovering=not env_indices)
         plan = self._plan_reset(env_indices, seeds, options)
+        lanes = self._lanes
         try:
-            observation, infos = await self._call(self._reset_env, plan.seed, plan.options)
+            if self._thread is None:
+                observation, infos = lanes.reset(seed=plan.seed, options=plan.options)
+            else:
+                observation, infos = await self._thread.call(_reset, lanes, plan.seed, plan.options)
             batch = self._observation_batch(observation)
         except EnvRpcError:
             raise
@@ -372,24 +358,8 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
             batch,
             self._episodes.ids,
             infos or None,
-            self._reset_telemetry.stamp(time.perf_counter_ns() - started),
+            self._reset_telemetry.stamp(perf_counter_ns() - started),
         )
-
-    async def step(self, request: env_pb2.StepRequest) -> RuntimeEnvStep:
-        """Apply one action per lane and report rewards, masks, infos, ids and finished episodes.
-
-        The message form of :meth:`step_arrays`: ``request.action`` holds ``num_envs`` actions
-        as message bytes; ``env_indices`` must be empty.
-        """
-        if request.env_indices:
-            self._refuse_step(self._steps_taken + 1, list(request.env_indices))
-        actions = request.action
-        batch = await self.step_arrays(
-            SpaceBatch.from_bytes(self._action_codec, actions.bytes.data, self._num_envs)
-            if actions.HasField("bytes")
-            else None
-        )
-        return RuntimeEnvStep(self._message(step_response, batch, "env.step"), detached(batch.telemetry))
 
     async def step_arrays(self, actions: SpaceBatch | None) -> EnvStepBatch:
         """Apply one action per lane: rewards, masks, infos, ids and finished episodes.
@@ -399,15 +369,51 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
         Python objects the env returned (SAME_STEP: the terminal observation and info of a
         finished lane go to its episode's ``final_info``).
         """
-        started = time.perf_counter_ns()
+        started = perf_counter_ns()
         step = self._steps_taken + 1
         if not self._ready or (self._disabled_vector and not self._episodes.all_active):
             self._refuse_step(step)
-        values = self._action_values(actions, step)
+        n = self._num_envs
+        action_codec = self._action_codec
         try:
-            observation, rewards, terminated, truncated, infos = await self._call(self._step_env, values)
-            batch = self._observation_batch(observation)
-            rewards, terminated, truncated = _lane_arrays(rewards, terminated, truncated, self._num_envs)
+            if actions is not None and actions.rows == n and action_codec.same_space(actions.codec):
+                values = actions.values  # the policy's own batch (decoded here if it came as bytes)
+            else:
+                values = action_codec.decode_batch(b"" if actions is None else actions.data, n)
+        except (CodecError, ValueError, TypeError) as error:
+            raise self._invalid_actions(actions, step, error) from error
+        discrete = self._discrete_range
+        if discrete is not None:
+            # Python min/max over a short list beat numpy reductions at these sizes.
+            flat = values.tolist()
+            if min(flat) < discrete[0] or max(flat) >= discrete[1]:
+                self._refuse_actions(values, (values < discrete[0]) | (values >= discrete[1]), step)
+        elif self._multi_discrete_nvec is not None:
+            outside = (values < 0) | (values >= self._multi_discrete_nvec)
+            if outside.any():
+                self._refuse_actions(values, outside, step)
+        try:
+            # The vector env's own step, called here directly (inline) or in the offload thread.
+            if self._thread is None:
+                observation, rewards, terminated, truncated, infos = self._step_env(values)
+            else:
+                observation, rewards, terminated, truncated, infos = await self._thread.call(
+                    self._step_env, values
+                )
+            # The step's observation batch, private to it: a vector env built with copy=False
+            # reuses one buffer, and a policy or hook may keep what it was given.
+            codec = self._observation_codec
+            observed = codec.normalize_batch(observation, n)
+            batch = SpaceBatch(codec, n, observed.copy() if observed is observation else observed)
+            rewards = np.asarray(rewards, dtype=_FLOAT64)
+            terminated = np.asarray(terminated, dtype=_BOOL)
+            truncated = np.asarray(truncated, dtype=_BOOL)
+            lane_shape = self._lane_shape
+            if rewards.shape != lane_shape or terminated.shape != lane_shape or truncated.shape != lane_shape:
+                raise ValueError(
+                    f"the env returned rewards/terminated/truncated of shapes {rewards.shape}/"
+                    f"{terminated.shape}/{truncated.shape}; expected {lane_shape} each"
+                )
             no_lanes = self._no_lanes
             completed, finished = self._episodes.record_step(
                 rewards,
@@ -434,15 +440,8 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
             self._episodes.ids,
             completed,
             infos or None,
-            self._step_telemetry.stamp(time.perf_counter_ns() - started),
+            self._step_telemetry.stamp(perf_counter_ns() - started),
         )
-
-    def _message(self, convert: Callable[[Any], Any], batch: Any, operation: str) -> Any:
-        """``convert(batch)``: the message form of a result; infos the wire cannot carry fail the env."""
-        try:
-            return convert(batch)
-        except (MetaConversionError, CodecError, TypeError, ValueError) as error:
-            raise self._env_failed(operation, self._steps_taken, error) from error
 
     async def close(self, timeout: float) -> None:
         """Close the wrapped env (idempotent). Later resets and steps raise ``EnvRpcError``.
@@ -481,34 +480,6 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close(_CONTEXT_CLOSE_TIMEOUT)
 
-    def _start_close(self, timeout: float) -> concurrent.futures.Future[None] | None:
-        """Begin closing: inline (done on return, ``None``) or in the worker thread (its future)."""
-        if self._closed:
-            return None
-        self._closed = True
-        self._ready = False
-        if self._executor is None:
-            try:
-                self._close_env(timeout)
-            except Exception as error:
-                raise EnvRpcError.wrap("env.close", self._steps_taken, error) from error
-            return None
-        executor = self._executor
-        future = executor.submit(self._close_env, timeout)
-        executor.shutdown(wait=False)
-        return future
-
-    def _finish_close(self, future: concurrent.futures.Future[None], timeout: float, *, done: bool) -> None:
-        if not done:
-            raise TimeoutError(
-                f"closing {self!r} did not finish within {timeout}s (an earlier env call may still be "
-                "running in the worker thread); the close goes on in the background"
-            )
-        try:
-            future.result()
-        except Exception as error:
-            raise EnvRpcError.wrap("env.close", self._steps_taken, error) from error
-
     def drain_episodes(self) -> list[env_pb2.EpisodeMetadata]:
         """End every running episode as truncated and return them, after any interrupted ones.
 
@@ -525,61 +496,45 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
         env exposes its sub-envs (``SyncVectorEnv``); an ``AsyncVectorEnv`` renders every lane.
         """
         self._check_usable("env.render")
-        if self._env.render_mode != "rgb_array":
-            raise ValueError(
-                f"render_frames needs an env built with render_mode='rgb_array'; "
-                f"this env has render_mode={self._env.render_mode!r}"
+        run = _call_inline if self._thread is None else self._thread.call_sync
+        return lane_frames(self._env, self._lanes, self._num_envs, lanes, run)
+
+    # -- closing --------------------------------------------------------------------------------
+
+    def _start_close(self, timeout: float) -> concurrent.futures.Future[None] | None:
+        """Begin closing: inline (done on return, ``None``) or in the worker thread (its future)."""
+        if self._closed:
+            return None
+        self._closed = True
+        self._ready = False
+        env: Any = self._env if isinstance(self._env, AsyncVectorEnv) else self._lanes
+        if self._thread is None:
+            try:
+                close_vector_env(env, timeout)
+            except Exception as error:
+                raise EnvRpcError.wrap("env.close", self._steps_taken, error) from error
+            return None
+        return self._thread.close(lambda: close_vector_env(env, timeout))
+
+    def _finish_close(self, future: concurrent.futures.Future[None], timeout: float, *, done: bool) -> None:
+        if not done:
+            raise TimeoutError(
+                f"closing {self!r} did not finish within {timeout}s (an earlier env call may still be "
+                "running in the worker thread); the close goes on in the background"
             )
-        if lanes is not None:
-            bad = [lane for lane in lanes if not 0 <= lane < self._num_envs]
-            if bad:
-                raise ValueError(f"render_frames: lanes {bad} do not exist (the env has {self._num_envs})")
-        render = self._render_function(lanes)
-        if self._executor is None:
-            rendered = render()
-        else:
-            rendered = self._executor.submit(render).result()
-        if rendered is None:
-            frames = [None] * self._num_envs
-        else:
-            frames = list(rendered)
-        if len(frames) != self._num_envs:
-            raise ValueError(f"env.render() returned {len(frames)} frames for {self._num_envs} lanes")
-        return [None if frame is None else np.asarray(frame) for frame in frames]
-
-    def _render_function(self, lanes: Sequence[int] | None) -> Callable[[], Any]:
-        """What renders the frames: the chosen sub-envs alone when they are reachable, else every lane."""
-        sub_envs = getattr(self._lanes, "envs", None)
-        if lanes is None or sub_envs is None or len(sub_envs) != self._num_envs:
-            return self._lanes.render
-        chosen = frozenset(lanes)
-        return lambda: [env.render() if lane in chosen else None for lane, env in enumerate(sub_envs)]
-
-    # -- env calls (inline or in the worker thread) -------------------------------------------
-
-    async def _call(self, function: Callable[..., Any], *args: Any) -> Any:
-        """``function(*args)``: inline on the loop, or in the worker thread with ``offload=True``."""
         try:
-            if self._executor is None:
-                return function(*args)
-            return await self._offloaded(function, *args)
+            future.result()
         except Exception as error:
-            _release_locals(error)
-            raise
+            raise EnvRpcError.wrap("env.close", self._steps_taken, error) from error
 
-    async def _offloaded(self, function: Callable[..., Any], *args: Any) -> Any:
-        try:
-            return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
-        except asyncio.CancelledError:
-            # The call goes on in the worker thread; its result never reaches the book-keeping.
-            self._failure = (
-                "an env call was cancelled while running in the worker thread, so the env state is unknown"
-            )
-            self._ready = False
-            raise
+    # -- state and checks ------------------------------------------------------------------------
 
-    def _reset_env(self, seed: Any, options: dict[str, Any] | None) -> tuple[Any, Mapping[str, Any]]:
-        return self._lanes.reset(seed=seed, options=options)
+    def _lost_track(self) -> None:
+        """An offloaded call was cancelled: it goes on in the thread, its result never recorded."""
+        self._failure = (
+            "an env call was cancelled while running in the worker thread, so the env state is unknown"
+        )
+        self._ready = False
 
     def _observation_batch(self, observation: Any) -> SpaceBatch:
         """The step's observation batch, private to it: a vector env built with ``copy=False``
@@ -588,22 +543,7 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
         values = codec.normalize_batch(observation, self._num_envs)
         if values is observation:  # not converted, so possibly the env's own buffer
             values = values.copy()
-        return SpaceBatch.from_normalized(codec, values, self._num_envs)
-
-    def _close_env(self, timeout: float) -> None:
-        if isinstance(self._env, AsyncVectorEnv):
-            try:
-                self._env.close(timeout=timeout)
-            except BaseException as error:
-                # gymnasium's close stops at the first dead worker's broken pipe, before it has
-                # told the others to close: end every worker still running here.
-                _terminate_workers(self._env)
-                _release_locals(error)
-                raise
-        else:
-            self._lanes.close()
-
-    # -- request checks ------------------------------------------------------------------------
+        return SpaceBatch(codec, self._num_envs, values)
 
     def _check_usable(self, operation: str, *, recovering: bool = False) -> None:
         if self._closed:
@@ -616,18 +556,10 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
                 "reset every lane (an empty env_indices) to recover, or close it",
             )
 
-    def _refuse_step(self, step: int, env_indices: list[int] | None = None) -> None:
+    def _refuse_step(self, step: int) -> None:
         """Raise the error that keeps this step from running."""
         operation = "env.step"
         self._check_usable(operation)
-        if env_indices:
-            raise EnvRpcError(
-                operation,
-                step,
-                f"subset stepping (StepRequest.env_indices={env_indices}) is not supported; "
-                f"send one action for each of the {self._num_envs} lanes and leave env_indices empty",
-                recoverable=True,
-            )
         if not self._has_reset:
             raise EnvRpcError(
                 operation,
@@ -670,36 +602,15 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
             stacklevel=4,
         )
 
-    def _action_values(self, actions: SpaceBatch | None, step: int) -> Any:
-        """The action batch as the env takes it, range-checked; a recoverable EnvRpcError if unusable."""
-        n = self._num_envs
-        codec = self._action_codec
-        try:
-            if actions is None:
-                values = codec.decode_batch(b"", n)
-            elif actions.rows == n and codec.same_space(actions.codec):
-                values = actions.values
-            else:
-                values = codec.decode_batch(actions.data, n)
-        except (CodecError, ValueError, TypeError) as error:
-            raise EnvRpcError(
-                "env.step",
-                step,
-                f"invalid action batch: expected {n} action(s) of {self._action_space} "
-                f"({_received_bytes(actions)} bytes received): {error}",
-                recoverable=True,
-            ) from error
-        if self._discrete_range is not None:
-            # Python min/max over a short list beat numpy reductions at these sizes.
-            low, high = self._discrete_range
-            flat = values.tolist()
-            if min(flat) < low or max(flat) >= high:
-                self._refuse_actions(values, (values < low) | (values >= high), step)
-        elif self._multi_discrete_nvec is not None:
-            outside = (values < 0) | (values >= self._multi_discrete_nvec)
-            if outside.any():
-                self._refuse_actions(values, outside, step)
-        return values
+    def _invalid_actions(self, actions: SpaceBatch | None, step: int, error: Exception) -> EnvRpcError:
+        """The recoverable error of an action batch that does not decode."""
+        return EnvRpcError(
+            "env.step",
+            step,
+            f"invalid action batch: expected {self._num_envs} action(s) of {self._action_space} "
+            f"({_received_bytes(actions)} bytes received): {error}",
+            recoverable=True,
+        )
 
     def _refuse_actions(self, values: np.ndarray, outside: np.ndarray, step: int) -> None:
         lanes = sorted(set(np.argwhere(outside)[:, 0].tolist()))
@@ -710,8 +621,6 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
             f"{[values[lane].tolist() for lane in lanes]}",
             recoverable=True,
         )
-
-    # -- responses -----------------------------------------------------------------------------
 
     def _final_info(self, infos: Mapping[str, Any], lane: int) -> dict[str, Any]:
         if not self._same_step:
@@ -730,6 +639,8 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
         return final
 
     def _env_failed(self, operation: str, step: int, error: BaseException) -> EnvRpcError:
+        """``error`` (raised by the env or our checks of what it returned) as the env's failure."""
+        release_locals(error)
         message = f"{operation}{self._failure_where} raised {type(error).__name__}: {error}"
         self._failure = message
         self._ready = False
@@ -738,96 +649,12 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
         return failure
 
 
-def _resolve_autoreset_mode(
-    env: VectorEnv | gymnasium.Env, vector: bool, override: GymAutoresetMode | AutoresetMode | str | None
-) -> GymAutoresetMode:
-    requested = None if override is None else parse_autoreset_mode(override)
-    metadata = getattr(env, "metadata", None)
-    declared = metadata.get("autoreset_mode") if isinstance(metadata, Mapping) else None
-    if declared is not None:
-        try:
-            mode = parse_autoreset_mode(declared)
-        except ValueError as error:
-            raise ValueError(f"env.metadata['autoreset_mode'] is invalid: {error}") from None
-        if requested is not None and requested is not mode:
-            raise ValueError(
-                f"autoreset_mode={requested.name} disagrees with env.metadata['autoreset_mode']={mode.name}"
-            )
-    elif not vector:
-        mode = requested or GymAutoresetMode.DISABLED
-    elif requested is None:
-        raise ValueError(
-            f"the vector env {type(env).__name__} has no metadata['autoreset_mode']; pass "
-            "GymVectorEnv(env, autoreset_mode=...) to say how it autoresets"
-        )
-    else:
-        mode = requested
-    if not vector and mode is not GymAutoresetMode.DISABLED:
-        raise ValueError(
-            f"a single gymnasium.Env has no autoreset, so it runs under DISABLED, not {mode.name}; "
-            "wrap it in a vector env (gymnasium.vector.SyncVectorEnv([lambda: env], autoreset_mode=...)) "
-            "for autoreset"
-        )
-    return mode
+def _reset(lanes: Any, seed: Any, options: dict[str, Any] | None) -> tuple[Any, Mapping[str, Any]]:
+    return lanes.reset(seed=seed, options=options)
 
 
-def _build_contract(
-    env: VectorEnv | gymnasium.Env,
-    num_envs: int,
-    mode: GymAutoresetMode,
-    observation_space: Space,
-    action_space: Space,
-) -> env_pb2.EnvContract:
-    spec = getattr(env, "spec", None)
-    contract = env_pb2.EnvContract(
-        id=spec.id if spec is not None and getattr(spec, "id", None) else UNKNOWN_ENV_ID,
-        render_mode=getattr(env, "render_mode", None) or "",
-        num_envs=num_envs,
-        autoreset_mode=AutoresetMode.parse(mode).wire,
-    )
-    contract.observation_space.CopyFrom(space_spec(observation_space, name="observation_space"))
-    contract.action_space.CopyFrom(space_spec(action_space, name="action_space"))
-    metadata = getattr(env, "metadata", None)
-    if metadata is not None:
-        contract.metadata.CopyFrom(_metadata_map(metadata))
-    return contract
-
-
-def _metadata_map(metadata: Mapping[str, Any]) -> spaces_pb2.MetaMap:
-    """``env.metadata`` as a MetaMap; an entry MetaValue cannot hold is left out with a warning."""
-    try:
-        return to_meta_map(dict(metadata))
-    except (MetaConversionError, TypeError, ValueError):
-        pass
-    converted = spaces_pb2.MetaMap()
-    for key, value in metadata.items():
-        try:
-            entry = to_meta_map({key: value})
-        except (MetaConversionError, TypeError, ValueError) as error:
-            warnings.warn(
-                f"env.metadata[{key!r}] ({type(value).__name__}) cannot be sent as rlmesh metadata "
-                f"and is left out of the contract: {error}",
-                RuntimeWarning,
-                stacklevel=4,
-            )
-            continue
-        for name, meta_value in entry.entries.items():
-            converted.entries[name].CopyFrom(meta_value)
-    return converted
-
-
-def _lane_arrays(
-    rewards: Any, terminated: Any, truncated: Any, n: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    rewards = np.asarray(rewards, dtype=np.float64)
-    terminated = np.asarray(terminated, dtype=np.bool_)
-    truncated = np.asarray(truncated, dtype=np.bool_)
-    if rewards.shape != (n,) or terminated.shape != (n,) or truncated.shape != (n,):
-        raise ValueError(
-            f"the env returned rewards/terminated/truncated of shapes {rewards.shape}/{terminated.shape}/"
-            f"{truncated.shape}; expected ({n},) each"
-        )
-    return rewards, terminated, truncated
+def _call_inline(function: Callable[[], Any]) -> Any:
+    return function()
 
 
 def _received_bytes(actions: SpaceBatch | None) -> int:
@@ -836,35 +663,3 @@ def _received_bytes(actions: SpaceBatch | None) -> int:
         return actions.nbytes if actions is not None else 0
     except (CodecError, ValueError, TypeError):
         return 0
-
-
-def _release_locals(error: BaseException) -> None:
-    """Free the local variables of the frames ``error`` passed through (its traceback stays).
-
-    A send to a dead AsyncVectorEnv worker fails with its pickled message, a memoryview of a
-    BytesIO, still in those frames. Kept, they sit in a reference cycle with the error, and
-    Python 3.12 can tear that cycle down in the wrong order at exit: "SystemError: deallocated
-    BytesIO object has exported buffers", then a crash.
-    """
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        traceback.clear_frames(current.__traceback__)
-        current = current.__cause__ or current.__context__
-
-
-def _terminate_workers(env: AsyncVectorEnv, grace: float = 5.0) -> None:
-    """Terminate (then kill) every worker process of ``env`` still alive, and reap them all."""
-    processes = [process for process in getattr(env, "processes", ()) if process is not None]
-    for process in processes:
-        if process.is_alive():
-            process.terminate()
-    for process in processes:
-        process.join(grace)
-        if process.is_alive():
-            process.kill()
-            process.join(grace)
-    for pipe in getattr(env, "parent_pipes", ()):
-        if pipe is not None:
-            pipe.close()

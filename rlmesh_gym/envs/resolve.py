@@ -24,9 +24,15 @@ import gymnasium
 from rlmesh_gym.envs.env_ids import UnknownEnvIdError, unknown_env_id
 from rlmesh_gym.envs.gym_vector import GymVectorEnv, check_num_envs, parse_vectorization
 from rlmesh_gym.runtime.autoreset import AutoresetMode
+from rlmesh_gym.runtime.message_form import is_array_env
 from rlmesh_gym.runtime.seams import is_runtime_env
 
-__all__ = ["EnvBuildError", "ResolvedEnv", "make_env", "make_gym_env", "resolve_env"]
+__all__ = ["EVALUATION_AUTORESET", "EnvBuildError", "ResolvedEnv", "make_env", "make_gym_env", "resolve_env"]
+
+EVALUATION_AUTORESET = AutoresetMode.SAME_STEP
+"""The mode of a vector env ``evaluate()`` (and ``rlmesh-gym eval``) builds from an env id unless
+told otherwise: a finished lane resets within its last step, so the same episodes as under
+NEXT_STEP take one vector step fewer each."""
 
 
 class EnvBuildError(ValueError):
@@ -137,8 +143,9 @@ def resolve_env(
     * an env id (``str``): :func:`make_env` with ``num_envs`` (default 1) lanes, ``autoreset``
       (default ``next_step``), ``vectorization`` (default ``sync``) and ``env_kwargs``; owned;
     * a ``gymnasium.Env`` or ``gymnasium.vector.VectorEnv``: wrapped in ``GymVectorEnv``; not owned;
-    * a ``GymVectorEnv`` or any other ``RuntimeEnv`` (:func:`~rlmesh_gym.runtime.seams.is_runtime_env`,
-      e.g. a remote env): used as is; not owned.
+    * a ``GymVectorEnv`` or any other array-form env
+      (:func:`~rlmesh_gym.runtime.message_form.is_array_env`), or a message-form ``RuntimeEnv``
+      (:func:`~rlmesh_gym.runtime.seams.is_runtime_env`, e.g. a remote env): used as is; not owned.
 
     For an env that already exists, ``num_envs`` / ``autoreset`` default to its own and must
     match it when given; ``vectorization`` and ``env_kwargs`` apply to env ids only.
@@ -168,7 +175,7 @@ def resolve_env(
             "vectorization applies only when env is an env id; this env was built already "
             "(pass an env id, or build a gymnasium SyncVectorEnv/AsyncVectorEnv yourself)"
         )
-    runtime_env = env if is_runtime_env(env) else _wrap_gymnasium(env)
+    runtime_env = env if is_array_env(env) or is_runtime_env(env) else _wrap_gymnasium(env)
     contract = runtime_env.contract
     lanes = int(contract.num_envs) or int(getattr(runtime_env, "num_envs", 0) or 1)
     own_mode = AutoresetMode.from_wire(contract.autoreset_mode)

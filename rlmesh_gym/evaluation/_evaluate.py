@@ -668,12 +668,15 @@ def _prepare(env: Any, policy: Any, settings: EvaluationSettings) -> SessionEval
     env_kwargs = _frame_env_kwargs(env, settings.record, settings.env_kwargs)
     if env_kwargs is not settings.env_kwargs:
         settings = dataclasses.replace(settings, env_kwargs=env_kwargs)
-    from rlmesh_gym.envs.resolve import resolve_env  # loads gymnasium: only when an env is resolved
+    # Loads gymnasium: only when an env is resolved.
+    from rlmesh_gym.envs.resolve import EVALUATION_AUTORESET, resolve_env
 
     resolved = resolve_env(
         env,
         num_envs=settings.num_envs,
-        autoreset=settings.autoreset,
+        # An env built here resets a finished lane within its last step: the same episodes in
+        # fewer vector steps (docs/evaluation.md). An env the caller built keeps its own mode.
+        autoreset=settings.autoreset or (EVALUATION_AUTORESET if isinstance(env, str) else None),
         vectorization=settings.vectorization,
         env_kwargs=env_kwargs,
     )

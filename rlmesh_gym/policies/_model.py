@@ -21,14 +21,13 @@ from rlmesh_gym.policies._actions import ActionMismatch, ActionPlan
 from rlmesh_gym.policies._contract import PolicySpaces, resolve_spaces
 from rlmesh_gym.proto import model_pb2, spaces_pb2
 from rlmesh_gym.runtime.errors import ModelRpcError
-from rlmesh_gym.runtime.message_form import detached
-from rlmesh_gym.runtime.seams import ArrayPredictContext, ModelActionBatch, RuntimeModelPrediction
+from rlmesh_gym.runtime.seams import ArrayPredictContext, ModelActionBatch
 from rlmesh_gym.runtime.telemetry import EndpointTelemetry
 from rlmesh_gym.spaces.batch import SpaceBatch
 from rlmesh_gym.spaces.codec import CodecError, SpaceCodec
 from rlmesh_gym.spaces.kinds import describe_space
 
-__all__ = ["PolicyModel", "check_seed", "route_seed"]
+__all__ = ["ActingPolicy", "PolicyModel", "check_seed", "route_seed"]
 
 RngT = TypeVar("RngT")
 _SelfT = TypeVar("_SelfT", bound="PolicyModel[Any]")
@@ -59,7 +58,7 @@ def check_seed(seed: object, owner: str) -> int | None:
 
 
 class PolicyModel(ABC, Generic[RngT]):
-    """Base of the policy adapters (not public): spaces, ``bind``, ``predict`` and ``close_route``.
+    """Base of the policy adapters (not public): spaces, ``bind``, ``predict_arrays`` and ``close_route``.
 
     Routes: the policy object serves any number of routes. It owns one random stream per
     ``(session_id, route_id)``, created on the route's first predict from
@@ -135,10 +134,6 @@ class PolicyModel(ABC, Generic[RngT]):
     @abstractmethod
     def _compile(self, spaces: PolicySpaces) -> None:
         """Prepare everything ``_act`` needs for ``spaces``; raise ValueError/TypeError if unusable."""
-
-    @abstractmethod
-    def _act(self, observations: Any, rows: int, context: ArrayPredictContext) -> tuple[Any, int]:
-        """The checked action batch for ``rows`` decoded observations, and the policy-call time in ns."""
 
     def _route_rng(self, context: ArrayPredictContext) -> RngT:
         """The random stream of the request's route, created from :func:`route_seed` on first use."""
@@ -223,48 +218,33 @@ class PolicyModel(ABC, Generic[RngT]):
             )
         return rows
 
-    def _encode_failure(self, error: CodecError) -> ModelRpcError:
-        return self._fail(f"the actions do not encode: {error}", error)
+    async def close_route(self, request: model_pb2.CloseRouteRequest, timeout: float) -> None:
+        """Forget the route's random stream (if any). Idempotent; the policy itself stays usable."""
+        context = request.context
+        self._route_rngs.pop((context.session_id, context.route_id), None)
+
+
+class ActingPolicy(PolicyModel[RngT]):
+    """A :class:`PolicyModel` whose subclass answers ``_act``; this class serves it as ``predict_arrays``."""
+
+    @abstractmethod
+    def _act(self, observations: Any, rows: int, context: ArrayPredictContext) -> tuple[Any, int]:
+        """The checked action batch for ``rows`` decoded observations, and the policy-call time in ns."""
 
     async def predict_arrays(
         self, observation: SpaceBatch | None, context: ArrayPredictContext
     ) -> ModelActionBatch:
-        """One action row per observation row, in array form (see :meth:`predict` for the errors)."""
-        rows = self._rows(context)
-        actions, forward_ns = self._act(self._observations(observation, rows), rows, context)
-        try:
-            batch = SpaceBatch.from_values(self._action_codec, actions, rows)
-        except CodecError as error:
-            raise self._encode_failure(error) from error
-        return ModelActionBatch(batch, self._telemetry.stamp(forward_ns))
-
-    async def predict(self, request: model_pb2.PredictRequest) -> RuntimeModelPrediction:
-        """One action per slot of ``request.context``; the response's context equals the request's.
-
-        The message form of :meth:`predict_arrays` (the same policy call on the decoded batch;
-        the actions encoded straight into the response).
+        """One action row per observation row.
 
         Raises:
             ModelRpcError: no spaces yet, no slots, an observation batch whose row count
                 differs from the slot count or that does not decode, a failing policy call,
                 or a policy output that does not fit the action space.
         """
-        context = request.context
-        arrays_context = ArrayPredictContext(
-            context.session_id, context.route_id, len(context.slots), context.SerializeToString
-        )
-        rows = self._rows(arrays_context)
-        observations = self._decode_observation(request.observation.bytes.data, rows)
-        actions, forward_ns = self._act(observations, rows, arrays_context)
-        response = model_pb2.PredictResponse()
-        response.context.CopyFrom(context)
+        rows = self._rows(context)
+        actions, forward_ns = self._act(self._observations(observation, rows), rows, context)
         try:
-            response.action.bytes.data = self._action_codec.encode_batch(actions, rows)
+            batch = SpaceBatch.from_values(self._action_codec, actions, rows)
         except CodecError as error:
-            raise self._encode_failure(error) from error
-        return RuntimeModelPrediction(response, detached(self._telemetry.stamp(forward_ns)))
-
-    async def close_route(self, request: model_pb2.CloseRouteRequest, timeout: float) -> None:
-        """Forget the route's random stream (if any). Idempotent; the policy itself stays usable."""
-        context = request.context
-        self._route_rngs.pop((context.session_id, context.route_id), None)
+            raise self._fail(f"the actions do not encode: {error}", error) from error
+        return ModelActionBatch(batch, self._telemetry.stamp(forward_ns))

@@ -7,13 +7,13 @@ from collections.abc import Callable
 from typing import Any
 
 from rlmesh_gym.policies._contract import ContractOrSpaces, PolicySpaces
-from rlmesh_gym.policies._model import PolicyModel
+from rlmesh_gym.policies._model import ActingPolicy
 from rlmesh_gym.runtime.seams import ArrayPredictContext
 
 __all__ = ["CallablePolicy"]
 
 
-class CallablePolicy(PolicyModel[None]):
+class CallablePolicy(ActingPolicy[None]):
     """A ``RuntimeModel`` around ``fn(observations) -> actions`` on numpy batches.
 
     ``fn`` receives the whole observation batch in gymnasium's vector layout, as the codec
@@ -33,6 +33,7 @@ class CallablePolicy(PolicyModel[None]):
         >>> import asyncio
         >>> import numpy as np
         >>> from rlmesh_gym.proto import model_pb2, spaces_pb2
+        >>> from rlmesh_gym.runtime.message_form import MessageFormModel
         >>> obs = spaces_pb2.SpaceSpec(shape=[4], dtype=spaces_pb2.D_TYPE_FLOAT32,
         ...                            box=spaces_pb2.BoxSpec(unbounded=True))
         >>> act = spaces_pb2.SpaceSpec(dtype=spaces_pb2.D_TYPE_INT64, discrete=spaces_pb2.DiscreteSpec(n=2))
@@ -40,7 +41,7 @@ class CallablePolicy(PolicyModel[None]):
         >>> request = model_pb2.PredictRequest()
         >>> _ = request.context.slots.add(env_index=0, episode_id="episode-0")
         >>> request.observation.bytes.data = np.array([[0.0, 0.0, 0.1, 0.0]], dtype=np.float32).tobytes()
-        >>> asyncio.run(policy.predict(request)).response.action.bytes.data.hex()
+        >>> asyncio.run(MessageFormModel(policy).predict(request)).response.action.bytes.data.hex()
         '0100000000000000'
     """
 

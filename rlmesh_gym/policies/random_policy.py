@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from rlmesh_gym.policies._contract import ContractOrSpaces, PolicySpaces
-from rlmesh_gym.policies._model import PolicyModel
+from rlmesh_gym.policies._model import ActingPolicy
 from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.runtime.seams import ArrayPredictContext
 from rlmesh_gym.spaces.codec import SpaceCodec
@@ -95,7 +95,7 @@ class _Sampler:
         return sample.astype(dtype).reshape(shape)
 
 
-class RandomPolicy(PolicyModel[np.random.Generator]):
+class RandomPolicy(ActingPolicy[np.random.Generator]):
     """A ``RuntimeModel`` that ignores observations and samples one random action per slot.
 
     Sampling follows ``gymnasium.Space.sample``: a Box draws each element uniformly from
@@ -113,6 +113,7 @@ class RandomPolicy(PolicyModel[np.random.Generator]):
     Example:
         >>> import asyncio
         >>> from rlmesh_gym.proto import model_pb2, spaces_pb2
+        >>> from rlmesh_gym.runtime.message_form import MessageFormModel
         >>> spec = spaces_pb2.SpaceSpec(dtype=spaces_pb2.D_TYPE_INT64,
         ...                             discrete=spaces_pb2.DiscreteSpec(n=100))
         >>> request = model_pb2.PredictRequest()
@@ -120,7 +121,7 @@ class RandomPolicy(PolicyModel[np.random.Generator]):
         >>> _ = request.context.slots.add(env_index=0, episode_id="episode-0")
         >>> request.observation.bytes.data = bytes(8)
         >>> def actions(policy):
-        ...     return asyncio.run(policy.predict(request)).response.action.bytes.data
+        ...     return asyncio.run(MessageFormModel(policy).predict(request)).response.action.bytes.data
         >>> actions(RandomPolicy(7, (spec, spec))) == actions(RandomPolicy(7, (spec, spec)))
         True
     """

@@ -19,6 +19,7 @@ from rlmesh_gym._audience import fix
 from rlmesh_gym._regular_file import require_regular_file
 from rlmesh_gym._user_code import running_user_code
 from rlmesh_gym.proto import env_pb2
+from rlmesh_gym.runtime.message_form import is_array_model
 from rlmesh_gym.runtime.seams import BindableModel, is_runtime_model
 
 __all__ = [
@@ -256,7 +257,7 @@ def resolve_policy(
             f"policy {policy!r} is not 'random', 'pretrained:NAME', an existing file, 'sb3:PATH.zip' "
             "or 'package.module:attr'"
         )
-    if is_runtime_model(policy):
+    if is_array_model(policy) or is_runtime_model(policy):
         if contract is not None and isinstance(policy, BindableModel):
             bound = policy.bind(contract)
             # bind() may configure in place (returning None) or return the bound model.

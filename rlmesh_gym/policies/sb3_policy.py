@@ -14,7 +14,7 @@ import numpy as np
 
 from rlmesh_gym._regular_file import require_regular_file
 from rlmesh_gym.policies._contract import ContractOrSpaces, PolicySpaces
-from rlmesh_gym.policies._model import PolicyModel
+from rlmesh_gym.policies._model import ActingPolicy
 from rlmesh_gym.policies._trust import pickle_refusal
 from rlmesh_gym.runtime.seams import ArrayPredictContext
 from rlmesh_gym.spaces.kinds import describe_space
@@ -121,7 +121,7 @@ def _fits(model_space: Any, spec: Any) -> bool:
     )
 
 
-class SB3Policy(PolicyModel[None]):
+class SB3Policy(ActingPolicy[None]):
     """A Stable-Baselines3 algorithm (``PPO``, ``DQN``, ``SAC``, ...) or policy as a ``RuntimeModel``.
 
     Each predict is one ``model.predict(observations, deterministic=deterministic)`` on the whole

@@ -4,10 +4,11 @@ tensors) as a ``RuntimeModel``."""
 from __future__ import annotations
 
 import math
-import time
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from os import PathLike, fspath
+from time import perf_counter_ns
 from typing import Any
 
 import numpy as np
@@ -35,8 +36,9 @@ from rlmesh_gym.policies._model import PolicyModel
 from rlmesh_gym.policies._torch_export import ExportedPolicy
 from rlmesh_gym.policies._torch_loading import load_policy_file
 from rlmesh_gym.proto import spaces_pb2
-from rlmesh_gym.runtime.seams import ArrayPredictContext
-from rlmesh_gym.spaces.codec import SpaceCodec
+from rlmesh_gym.runtime.seams import ArrayPredictContext, ModelActionBatch
+from rlmesh_gym.spaces.batch import SpaceBatch
+from rlmesh_gym.spaces.codec import CodecError, SpaceCodec
 
 __all__ = ["TorchPolicy"]
 
@@ -349,6 +351,21 @@ class _ActionResolver:
         )
 
 
+SMALL_BATCH_ROWS = 64
+"""The largest batch ``TorchPolicy(num_threads="auto")`` runs on one intra-op thread."""
+
+
+def _thread_plan(num_threads: object) -> tuple[int | None, int]:
+    """``(threads, up to rows)``: the intra-op threads a predict of at most that many rows runs on."""
+    if num_threads == "auto":
+        return 1, SMALL_BATCH_ROWS
+    if num_threads is None:
+        return None, 0
+    if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
+        raise ValueError(f"TorchPolicy: num_threads must be 'auto', None or an int >= 1, got {num_threads!r}")
+    return num_threads, sys.maxsize
+
+
 class TorchPolicy(PolicyModel[torch.Generator]):
     """A PyTorch policy serving a route: one batched forward per predict.
 
@@ -366,6 +383,12 @@ class TorchPolicy(PolicyModel[torch.Generator]):
             and route ids give the same actions; ``close_route`` drops that generator.
         clip_actions: clip Box actions to the space's bounds (otherwise they pass unchanged).
         component_id: the model component id named in errors.
+        num_threads: torch intra-op threads for each predict. ``"auto"`` (default): one thread
+            for a batch of up to 64 rows (a few lanes gain nothing from more, and threads
+            fighting other processes for the cores slow it down by orders of magnitude),
+            torch's own setting for larger batches; an int: that many for every batch;
+            ``None``: torch's setting (``torch.set_num_threads``), never changed. A changed
+            count holds only during the predict: the caller's setting is restored after it.
 
     The policy is called once per predict with the observation batch: a tensor of shape
     ``(N, *shape)`` for Box (its dtype), Discrete (int64, shape ``(N,)``), MultiBinary (uint8)
@@ -395,6 +418,7 @@ class TorchPolicy(PolicyModel[torch.Generator]):
     Example (the observation rows serve as logits):
         >>> import asyncio
         >>> from rlmesh_gym.proto import model_pb2, spaces_pb2
+        >>> from rlmesh_gym.runtime.message_form import MessageFormModel
         >>> obs = spaces_pb2.SpaceSpec(shape=[2], dtype=spaces_pb2.D_TYPE_FLOAT32,
         ...                            box=spaces_pb2.BoxSpec(unbounded=True))
         >>> act = spaces_pb2.SpaceSpec(dtype=spaces_pb2.D_TYPE_INT64, discrete=spaces_pb2.DiscreteSpec(n=2))
@@ -403,7 +427,8 @@ class TorchPolicy(PolicyModel[torch.Generator]):
         >>> for lane in range(2):
         ...     _ = request.context.slots.add(env_index=lane, episode_id=f"episode-{lane}")
         >>> request.observation.bytes.data = bytes.fromhex("0000803f00000000" "000000000000803f")
-        >>> asyncio.run(policy.predict(request)).response.action.bytes.data.hex()  # actions 0 and 1
+        >>> messages = MessageFormModel(policy)  # the message form of the wire
+        >>> asyncio.run(messages.predict(request)).response.action.bytes.data.hex()  # actions 0 and 1
         '00000000000000000100000000000000'
     """
 
@@ -422,6 +447,7 @@ class TorchPolicy(PolicyModel[torch.Generator]):
         seed: int | None = None,
         clip_actions: bool = False,
         component_id: str = "model",
+        num_threads: int | None | str = "auto",
     ) -> None:
         if not callable(policy):
             raise TypeError(
@@ -435,6 +461,9 @@ class TorchPolicy(PolicyModel[torch.Generator]):
         for name, flag in (("deterministic", deterministic), ("clip_actions", clip_actions)):
             if not isinstance(flag, bool):
                 raise TypeError(f"TorchPolicy: {name} must be a bool, got {flag!r}")
+        # A batch of at most _small_batch_rows rows runs on _num_threads intra-op threads.
+        self._num_threads, self._small_batch_rows = _thread_plan(num_threads)
+        self.num_threads = num_threads
         if isinstance(policy, torch.export.ExportedProgram):
             policy = ExportedPolicy(policy, "ExportedProgram")
         if isinstance(policy, nn.Module):
@@ -507,24 +536,60 @@ class TorchPolicy(PolicyModel[torch.Generator]):
             self._action_plan, self.device, self.deterministic, self.clip_actions
         )
 
-    def _act(self, observations: Any, rows: int, context: ArrayPredictContext) -> tuple[Any, int]:
-        observations = self._observe(observations)
+    async def predict_arrays(
+        self, observation: SpaceBatch | None, context: ArrayPredictContext
+    ) -> ModelActionBatch:
+        """One action row per observation row: one forward of the policy on the batch.
+
+        Raises:
+            ModelRpcError: no spaces yet, no slots, an observation batch whose row count
+                differs from the slot count or that does not decode, a failing policy call,
+                or a policy output that does not fit the action space.
+        """
+        rows = context.rows
+        if self._spaces is None or rows == 0:
+            self._rows(context)  # raises the error that says which
+        if (
+            observation is not None
+            and observation.rows == rows
+            and observation.has_values
+            and self._observation_codec.same_space(observation.codec)
+        ):
+            observations = self._observe(observation.values)  # the env's own batch
+        else:
+            observations = self._observe(self._observations(observation, rows))
+        threads = self._num_threads if rows <= self._small_batch_rows else None
+        previous = torch.get_num_threads() if threads is not None else 0
+        if previous == threads:
+            threads = None  # already so: nothing to set or restore
         with torch.inference_mode():
-            start = time.perf_counter_ns()
+            if threads is not None:
+                torch.set_num_threads(threads)
             try:
-                output = self.policy(observations)
-            except Exception as error:
-                raise self._fail(
-                    f"policy {self._name()} raised {type(error).__name__}: {error} "
-                    f"(called with {_describe_observations(observations)})",
-                    error,
-                ) from error
-            elapsed = time.perf_counter_ns() - start
-            try:
-                actions = self._resolver.resolve(output, rows, "action", lambda: self._route_rng(context))
-            except ActionMismatch as error:
-                raise self._fail(error.explain(f"policy {self._name()}", describe_output), error) from error
-        return actions, elapsed
+                start = perf_counter_ns()
+                try:
+                    output = self.policy(observations)
+                except Exception as error:
+                    raise self._fail(
+                        f"policy {self._name()} raised {type(error).__name__}: {error} "
+                        f"(called with {_describe_observations(observations)})",
+                        error,
+                    ) from error
+                elapsed = perf_counter_ns() - start
+                try:
+                    actions = self._resolver.resolve(output, rows, "action", lambda: self._route_rng(context))
+                except ActionMismatch as error:
+                    raise self._fail(
+                        error.explain(f"policy {self._name()}", describe_output), error
+                    ) from error
+            finally:
+                if threads is not None:
+                    torch.set_num_threads(previous)
+        try:
+            batch = SpaceBatch.from_values(self._action_codec, actions, rows)
+        except CodecError as error:
+            raise self._fail(f"the actions do not encode: {error}", error) from error
+        return ModelActionBatch(batch, self._telemetry.stamp(elapsed))
 
     def _name(self) -> str:
         policy = self.policy

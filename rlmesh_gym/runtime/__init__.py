@@ -29,6 +29,7 @@ from rlmesh_gym.runtime.errors import (
     RuntimeDriverError,
 )
 from rlmesh_gym.runtime.hooks import CompositeHooks, NoopRuntimeHooks, RuntimeHooks
+from rlmesh_gym.runtime.message_form import MessageFormEnv, MessageFormModel
 from rlmesh_gym.runtime.seams import (
     RuntimeEnv,
     RuntimeEnvReset,
@@ -49,6 +50,8 @@ __all__ = [
     "HookError",
     "HookFailedError",
     "InvalidSpecError",
+    "MessageFormEnv",
+    "MessageFormModel",
     "ModelRouteMismatchError",
     "ModelRpcError",
     "NoopRuntimeHooks",

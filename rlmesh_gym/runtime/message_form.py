@@ -1,9 +1,12 @@
 """The one place where the array form of the seams and their message form convert.
 
 * Array results to messages: :func:`episode_metadata`, :func:`reset_response`,
-  :func:`step_response` (used by the in-process adapters' message methods, so a gRPC server
-  or a user calling ``env.step(request)`` gets exactly the bytes the array form describes, and
+  :func:`step_response` (used by :class:`MessageFormEnv`, so a gRPC server or a user calling
+  ``MessageFormEnv(env).step(request)`` gets exactly the bytes the array form describes, and
   by the driver's events when a hook reads a message).
+* Array-form adapters seen as messages: :class:`MessageFormEnv` / :class:`MessageFormModel`
+  (:func:`as_message_env` / :func:`as_message_model`) turn any array-form env or model (the
+  in-process adapters implement only that form) into a ``RuntimeEnv``/``RuntimeModel``.
 * Messages to array results: :func:`completed_episode`, :func:`reset_batch`,
   :class:`MessageStepBatch`, and the two ports :class:`MessageEnvPort` / :class:`MessageModelPort`,
   through which the driver drives a message-form env or model (a remote peer, or a user's own
@@ -14,6 +17,7 @@ Infos and ``final_info`` become ``MetaMap`` messages here and nowhere else.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,10 +25,12 @@ import numpy as np
 
 from rlmesh_gym._wire import STEP_REWARDS, STEP_TERMINATED_MASK, STEP_TRUNCATED_MASK, varint
 from rlmesh_gym.proto import core_pb2, env_pb2, model_pb2, spaces_pb2
-from rlmesh_gym.runtime.errors import ModelRouteMismatchError, ProtocolError
+from rlmesh_gym.runtime.errors import EnvRpcError, ModelRouteMismatchError, ModelRpcError, ProtocolError
 from rlmesh_gym.runtime.guarded import require_awaitable
 from rlmesh_gym.runtime.seams import (
     ArrayPredictContext,
+    ArrayRuntimeEnv,
+    ArrayRuntimeModel,
     CompletedEpisode,
     EnvResetBatch,
     EnvStepBatch,
@@ -34,20 +40,28 @@ from rlmesh_gym.runtime.seams import (
     RuntimeEnvStep,
     RuntimeModel,
     RuntimeModelPrediction,
+    is_runtime_env,
+    is_runtime_model,
 )
 from rlmesh_gym.spaces.batch import SpaceBatch
-from rlmesh_gym.spaces.codec import SpaceCodec
-from rlmesh_gym.spaces.meta import to_meta_map
+from rlmesh_gym.spaces.codec import CodecError, SpaceCodec
+from rlmesh_gym.spaces.meta import MetaConversionError, from_meta_map, to_meta_map
 
 __all__ = [
     "MessageEnvPort",
+    "MessageFormEnv",
+    "MessageFormModel",
     "MessageModelPort",
     "MessageStepBatch",
+    "as_message_env",
+    "as_message_model",
     "completed_episode",
     "detached",
     "episode_metadata",
     "expect_result",
     "final_info_message",
+    "is_array_env",
+    "is_array_model",
     "meta_map",
     "reset_batch",
     "reset_response",
@@ -358,3 +372,238 @@ class MessageModelPort:
     async def close_route(self, request: model_pb2.CloseRouteRequest, timeout: float) -> None:
         """End the route on the model behind the port."""
         await require_awaitable(self.model.close_route(request, timeout), "model.close_route")
+
+# -- array-form adapters seen through the message form ----------------------------------------
+# The in-process adapters (GymVectorEnv, the policies) implement only the array form; a gRPC
+# server, or a user who wants messages, wraps them here.
+
+# The optional capabilities (runtime.seams) an adapter passes through from the env it wraps.
+_ENV_CAPABILITIES = frozenset({"drain_episodes", "render_frames", "episode_ids", "num_envs"})
+
+
+def is_array_env(obj: object) -> bool:
+    """Whether ``obj`` is a ready array-form env: ``reset_arrays`` and ``step_arrays`` are
+    ``async def`` methods and it has a ``contract`` (e.g. :class:`~rlmesh_gym.envs.GymVectorEnv`)."""
+    return hasattr(obj, "contract") and all(
+        inspect.iscoroutinefunction(getattr(obj, name, None)) for name in ("reset_arrays", "step_arrays")
+    )
+
+
+def is_array_model(obj: object) -> bool:
+    """Whether ``obj`` is a ready array-form model: ``predict_arrays`` is an ``async def`` method
+    (e.g. :class:`~rlmesh_gym.policies.TorchPolicy`)."""
+    return inspect.iscoroutinefunction(getattr(obj, "predict_arrays", None))
+
+
+def as_message_env(env: object) -> RuntimeEnv:
+    """``env`` in the message form: itself if it has one
+    (:func:`~rlmesh_gym.runtime.seams.is_runtime_env`), a :class:`MessageFormEnv` around it if it
+    is an array-form env; ``TypeError`` otherwise."""
+    if is_runtime_env(env):
+        return env  # type: ignore[return-value]
+    if is_array_env(env):
+        return MessageFormEnv(env)  # type: ignore[arg-type]
+    raise TypeError(
+        "expected a RuntimeEnv (async reset()/step() and a .contract) or an array-form env (async "
+        f"reset_arrays()/step_arrays() and a .contract, such as GymVectorEnv); got "
+        f"{type(env).__module__}.{type(env).__qualname__}"
+    )
+
+
+def as_message_model(model: object) -> RuntimeModel:
+    """``model`` in the message form: itself if it has one
+    (:func:`~rlmesh_gym.runtime.seams.is_runtime_model`), a :class:`MessageFormModel` around it if
+    it is an array-form model; ``TypeError`` otherwise."""
+    if is_runtime_model(model):
+        return model  # type: ignore[return-value]
+    if is_array_model(model):
+        return MessageFormModel(model)  # type: ignore[arg-type]
+    raise TypeError(
+        "expected a RuntimeModel (an async predict()) or an array-form model (an async "
+        f"predict_arrays(), such as TorchPolicy); got {type(model).__module__}.{type(model).__qualname__}"
+    )
+
+
+def _codec_of(spec: spaces_pb2.SpaceSpec, name: str) -> SpaceCodec | None:
+    """The codec of ``spec``, or ``None`` (then payloads pass as bytes and the array env decides)."""
+    try:
+        return SpaceCodec(spec, name=name)
+    except (CodecError, ValueError):
+        return None
+
+
+class MessageFormEnv:
+    """An array-form env (:class:`~rlmesh_gym.runtime.seams.ArrayRuntimeEnv` with a
+    ``contract``) as a message-form :class:`~rlmesh_gym.runtime.seams.RuntimeEnv`.
+
+    ``reset(ResetRequest)`` and ``step(StepRequest)`` decode the request, call
+    ``reset_arrays``/``step_arrays`` and answer with exactly the message the array result
+    describes (:func:`reset_response`, :func:`step_response`). ``close`` and the optional
+    capabilities the wrapped env has (``drain_episodes``, ``render_frames``, ``episode_ids``,
+    ``num_envs``) pass through; the wrapped env is :attr:`env`.
+
+    Errors: undecodable reset options and subset stepping (``StepRequest.env_indices``) are
+    recoverable :class:`~rlmesh_gym.runtime.errors.EnvRpcError`\\ s. A result the wire cannot
+    carry (infos with values a ``MetaMap`` cannot hold) fails the step: the env has moved on
+    while the caller never saw its step, so later steps and partial resets are refused until a
+    whole-vector reset.
+
+    ``GymVectorEnv``'s docstring and docs/envs.md show it in use.
+    """
+
+    __slots__ = ("env", "_action_codec", "_rows", "_steps", "_failure")
+
+    def __init__(self, env: ArrayRuntimeEnv) -> None:
+        if not is_array_env(env):
+            raise TypeError(
+                "MessageFormEnv wraps an array-form env (async reset_arrays()/step_arrays() and a "
+                f".contract, such as GymVectorEnv); got {type(env).__module__}.{type(env).__qualname__}"
+            )
+        contract = env.contract  # type: ignore[attr-defined]
+        self.env = env
+        self._rows = int(getattr(env, "num_envs", 0) or contract.num_envs or 1)
+        self._action_codec = _codec_of(contract.action_space, "action")
+        self._steps = 0  # steps answered through this adapter, named in its errors
+        self._failure: str | None = None
+
+    @property
+    def contract(self) -> env_pb2.EnvContract:
+        """The wrapped env's contract."""
+        return self.env.contract  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _ENV_CAPABILITIES:
+            return getattr(self.env, name)
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    def __repr__(self) -> str:
+        return f"MessageFormEnv({self.env!r})"
+
+    async def reset(self, request: env_pb2.ResetRequest) -> RuntimeEnvReset:
+        """The message form of ``env.reset_arrays``: ``options`` (a ``MetaMap``) becomes a dict."""
+        if self._failure is not None and request.env_indices:
+            raise self._unusable("env.reset")
+        options = None
+        if request.HasField("options"):
+            try:
+                options = from_meta_map(request.options)
+            except (MetaConversionError, ValueError, TypeError) as error:
+                raise EnvRpcError(
+                    "env.reset", self._steps, f"reset options could not be decoded: {error}", recoverable=True
+                ) from error
+        batch = await self.env.reset_arrays(list(request.env_indices), list(request.seeds), options)
+        response = self._message(reset_response, batch, "env.reset")
+        self._failure = None
+        return RuntimeEnvReset(response, detached(batch.telemetry))
+
+    async def step(self, request: env_pb2.StepRequest) -> RuntimeEnvStep:
+        """The message form of ``env.step_arrays``: ``request.action`` holds one action per lane."""
+        step = self._steps + 1
+        if request.env_indices:
+            raise EnvRpcError(
+                "env.step",
+                step,
+                f"subset stepping (StepRequest.env_indices={list(request.env_indices)}) is not supported; "
+                f"send one action for each of the {self._rows} lanes and leave env_indices empty",
+                recoverable=True,
+            )
+        if self._failure is not None:
+            raise self._unusable("env.step")
+        action = request.action
+        actions = (
+            SpaceBatch.from_bytes(self._action_codec, action.bytes.data, self._rows)  # type: ignore[arg-type]
+            if action.HasField("bytes")
+            else None
+        )
+        batch = await self.env.step_arrays(actions)
+        self._steps = step
+        return RuntimeEnvStep(self._message(step_response, batch, "env.step"), detached(batch.telemetry))
+
+    async def close(self, timeout: float) -> None:
+        """Close the wrapped env."""
+        await self.env.close(timeout)
+
+    def _message(self, convert: Any, batch: Any, operation: str) -> Any:
+        try:
+            return convert(batch)
+        except (MetaConversionError, CodecError, TypeError, ValueError) as error:
+            self._failure = f"{operation}'s result cannot be sent as a message: {error}"
+            raise EnvRpcError(operation, self._steps, self._failure) from error
+
+    def _unusable(self, operation: str) -> EnvRpcError:
+        return EnvRpcError(
+            operation,
+            self._steps,
+            f"the env is unusable after an earlier failure ({self._failure}); "
+            "reset every lane (an empty env_indices) to recover, or close it",
+        )
+
+
+class MessageFormModel:
+    """An array-form model (:class:`~rlmesh_gym.runtime.seams.ArrayRuntimeModel`) as a
+    message-form :class:`~rlmesh_gym.runtime.seams.RuntimeModel`.
+
+    ``predict(PredictRequest)`` calls ``predict_arrays`` with the request's observation bytes
+    and context and answers with the action bytes and a ``context`` equal to the request's.
+    ``close_route`` and ``bind`` pass through; the wrapped model is :attr:`model`.
+
+    >>> import asyncio
+    >>> class Echo:  # an array-form model answering each observation row as its action
+    ...     async def predict_arrays(self, observation, context):
+    ...         return ModelActionBatch(observation)
+    >>> request = model_pb2.PredictRequest()
+    >>> _ = request.context.slots.add(env_index=0, episode_id="episode-0")
+    >>> request.observation.bytes.data = bytes(8)
+    >>> response = asyncio.run(MessageFormModel(Echo()).predict(request)).response
+    >>> response.context == request.context, response.action.bytes.data == bytes(8)
+    (True, True)
+    """
+
+    __slots__ = ("model",)
+
+    def __init__(self, model: ArrayRuntimeModel) -> None:
+        if not is_array_model(model):
+            raise TypeError(
+                "MessageFormModel wraps an array-form model (an async predict_arrays(), such as "
+                f"TorchPolicy); got {type(model).__module__}.{type(model).__qualname__}"
+            )
+        self.model = model
+
+    def __repr__(self) -> str:
+        return f"MessageFormModel({self.model!r})"
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "bind":  # a BindableModel stays one (a model server binds it per route)
+            return self.model.bind  # type: ignore[attr-defined]
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    async def predict(self, request: model_pb2.PredictRequest) -> RuntimeModelPrediction:
+        """The message form of ``model.predict_arrays``; the response's context equals the request's."""
+        context = request.context
+        rows = len(context.slots)
+        observation = request.observation
+        # No codec here: the model decodes the bytes with its own (and names what does not fit).
+        batch = (
+            SpaceBatch.from_bytes(None, observation.bytes.data, rows)  # type: ignore[arg-type]
+            if observation.HasField("bytes")
+            else None
+        )
+        arrays_context = ArrayPredictContext(
+            context.session_id, context.route_id, rows, context.SerializeToString
+        )
+        prediction = await self.model.predict_arrays(batch, arrays_context)
+        response = model_pb2.PredictResponse()
+        response.context.CopyFrom(context)
+        if prediction.action is not None:
+            try:
+                response.action.bytes.data = prediction.action.data
+            except CodecError as error:
+                component = getattr(self.model, "component_id", "model")
+                raise ModelRpcError(component, f"the actions do not encode: {error}") from error
+        return RuntimeModelPrediction(response, detached(prediction.telemetry))
+
+    async def close_route(self, request: model_pb2.CloseRouteRequest, timeout: float) -> None:
+        """End the route on the wrapped model (if it has ``close_route``)."""
+        close_route = getattr(self.model, "close_route", None)
+        if close_route is not None:
+            await require_awaitable(close_route(request, timeout), "model.close_route")

@@ -1,4 +1,7 @@
-"""Serve any :class:`~rlmesh_gym.runtime.RuntimeEnv` with a ``contract`` as an rlmesh EnvService.
+"""Serve any env with a ``contract`` as an rlmesh EnvService: a message-form
+:class:`~rlmesh_gym.runtime.RuntimeEnv`, or an array-form env such as
+:class:`~rlmesh_gym.envs.GymVectorEnv` (seen through
+:class:`~rlmesh_gym.runtime.message_form.MessageFormEnv`).
 
 rlmesh's own runtime (``rlmesh.PyModel.run_local``), its env clients and our
 :class:`~rlmesh_gym.serve.env_client.RemoteEnv` can then drive the env over gRPC::
@@ -54,12 +57,13 @@ from rlmesh_gym._daemon_thread import wait_for_call
 from rlmesh_gym._deadline import wait_within
 from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.runtime.errors import EnvRpcError, OperationTimeoutError
+from rlmesh_gym.runtime.message_form import as_message_env
 from rlmesh_gym.runtime.seams import (
+    ArrayRuntimeEnv,
     DrainsEpisodes,
     RendersFrames,
     RuntimeEnv,
     TracksEpisodeIds,
-    is_runtime_env,
 )
 from rlmesh_gym.serve._lifecycle import ServerLifecycle
 from rlmesh_gym.serve._session import SessionGuard
@@ -103,8 +107,9 @@ class EnvServer(ServerLifecycle):
     """An rlmesh EnvService endpoint for one env, one client session at a time.
 
     Args:
-        env: The env to serve: a :class:`~rlmesh_gym.runtime.RuntimeEnv` with a ``contract``
-            (``EnvContract``), such as :class:`~rlmesh_gym.envs.GymVectorEnv`. Optional extras
+        env: The env to serve, with a ``contract`` (``EnvContract``): a message-form
+            :class:`~rlmesh_gym.runtime.RuntimeEnv` or an array-form env such as
+            :class:`~rlmesh_gym.envs.GymVectorEnv`. Optional extras
             it may have: ``drain_episodes()`` (the running episodes, ended as truncated, for
             ``Close``) and ``render_frames()`` (one frame per lane, for ``Render``).
         address: ``HOST:PORT`` to bind; port 0 picks a free port (see :attr:`address`).
@@ -133,7 +138,7 @@ class EnvServer(ServerLifecycle):
 
     def __init__(
         self,
-        env: RuntimeEnv,
+        env: RuntimeEnv | ArrayRuntimeEnv,
         *,
         address: str = "127.0.0.1:0",
         token: str | None = None,
@@ -144,12 +149,14 @@ class EnvServer(ServerLifecycle):
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         strict_autoreset_reward: bool = False,
     ) -> None:
-        if not is_runtime_env(env):
+        try:
+            messages = as_message_env(env)
+        except TypeError:
             raise TypeError(
-                "EnvServer needs a RuntimeEnv (async reset() and step() and a .contract), such as "
-                f"GymVectorEnv; got {type(env).__module__}.{type(env).__qualname__}"
-            )
-        contract = env.contract  # type: ignore[attr-defined]
+                "EnvServer needs a RuntimeEnv (async reset() and step() and a .contract) or an array-form "
+                f"env such as GymVectorEnv; got {type(env).__module__}.{type(env).__qualname__}"
+            ) from None
+        contract = env.contract  # type: ignore[union-attr]
         if not isinstance(contract, env_pb2.EnvContract):
             raise TypeError(
                 f"EnvServer needs an env whose .contract is an EnvContract; {type(env).__name__}'s is "
@@ -166,6 +173,7 @@ class EnvServer(ServerLifecycle):
             idle_shutdown=idle_shutdown,
         )
         self._env = env
+        self._message_env = messages  # what reset and step requests go to
         self._contract = env_pb2.EnvContract()
         self._contract.CopyFrom(contract)
         self._num_envs = max(1, int(getattr(env, "num_envs", contract.num_envs) or 1))
@@ -181,8 +189,8 @@ class EnvServer(ServerLifecycle):
         self._awaiting_autoreset: set[int] = set()
 
     @property
-    def env(self) -> RuntimeEnv:
-        """The env being served."""
+    def env(self) -> RuntimeEnv | ArrayRuntimeEnv:
+        """The env being served (as it was given)."""
         return self._env
 
     @property
@@ -316,7 +324,7 @@ class EnvServer(ServerLifecycle):
             request.ClearField("seeds")
             request.seeds.extend(first + lane for lane in range(lanes))
         try:
-            result = await self._calls.call(self._env.reset, request)
+            result = await self._calls.call(self._message_env.reset, request)
         except Exception as error:
             raise _failure("reset", error) from error
         _check_deadline("env.reset", request.timeout_ms, started)
@@ -335,7 +343,7 @@ class EnvServer(ServerLifecycle):
         if self._next_step:
             self._check_lanes_have_episodes()
         try:
-            result = await self._calls.call(self._env.step, request)
+            result = await self._calls.call(self._message_env.step, request)
         except Exception as error:
             raise _failure("step", error) from error
         _check_deadline("env.step", request.timeout_ms, started)

@@ -50,7 +50,8 @@ import grpc
 
 from rlmesh_gym.proto import env_pb2, model_pb2, spaces_pb2
 from rlmesh_gym.runtime.errors import RuntimeDriverError
-from rlmesh_gym.runtime.seams import BindableModel, RuntimeModel, is_runtime_model
+from rlmesh_gym.runtime.message_form import as_message_model
+from rlmesh_gym.runtime.seams import ArrayRuntimeModel, BindableModel, RuntimeModel
 from rlmesh_gym.serve._lifecycle import ServerLifecycle
 from rlmesh_gym.serve._session import SessionGuard
 from rlmesh_gym.serve._telemetry import endpoint_telemetry
@@ -82,8 +83,9 @@ class ModelServer(ServerLifecycle):
     """An rlmesh ModelService endpoint for one model.
 
     Args:
-        model: The :class:`~rlmesh_gym.runtime.RuntimeModel` to serve (such as
-            :class:`~rlmesh_gym.policies.TorchPolicy`). If it has ``bind(contract)``, each
+        model: The model to serve: a message-form :class:`~rlmesh_gym.runtime.RuntimeModel`
+            or an array-form one such as :class:`~rlmesh_gym.policies.TorchPolicy` (seen through
+            :class:`~rlmesh_gym.runtime.message_form.MessageFormModel`). If it has ``bind(contract)``, each
             ``ConfigureRoute`` binds it to the route's ``EnvContract``.
         address: ``HOST:PORT`` to bind; port 0 picks a free port (see :attr:`address`).
         token: If set, every RPC must carry it as ``authorization`` metadata.
@@ -107,7 +109,7 @@ class ModelServer(ServerLifecycle):
 
     def __init__(
         self,
-        model: RuntimeModel,
+        model: RuntimeModel | ArrayRuntimeModel,
         *,
         address: str = "127.0.0.1:0",
         token: str | None = None,
@@ -118,12 +120,15 @@ class ModelServer(ServerLifecycle):
         close_timeout: float = 5.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
-        if not is_runtime_model(model):
+        try:
+            predictor = as_message_model(model)
+        except TypeError:
             raise TypeError(
-                "ModelServer needs a RuntimeModel (an async predict()); got "
+                "ModelServer needs a RuntimeModel (an async predict()) or an array-form model (an async "
+                f"predict_arrays(), such as TorchPolicy); got "
                 f"{type(model).__module__}.{type(model).__qualname__} "
                 "(rlmesh_gym.policies.resolve.resolve_policy turns modules, callables and files into one)"
-            )
+            ) from None
         if idle_timeout is not None and not idle_timeout > 0:
             raise ValueError(f"idle_timeout must be > 0 seconds or None, got {idle_timeout!r}")
         if not close_timeout > 0:
@@ -137,6 +142,7 @@ class ModelServer(ServerLifecycle):
             idle_shutdown=idle_shutdown,
         )
         self._model = model
+        self._predictor = predictor  # the model in the message form: what predict requests go to
         self._idle_timeout = idle_timeout
         self._close_timeout = float(close_timeout)
         self._model_lock = asyncio.Lock()
@@ -149,8 +155,8 @@ class ModelServer(ServerLifecycle):
         self._stream_ids = count(1)
 
     @property
-    def model(self) -> RuntimeModel:
-        """The model being served."""
+    def model(self) -> RuntimeModel | ArrayRuntimeModel:
+        """The model being served (bound to the current routes' spaces, if it binds)."""
         return self._model
 
     @property
@@ -297,6 +303,7 @@ class ModelServer(ServerLifecycle):
                     f"configure_route: the model cannot act in this env: {type(error).__name__}: {error}",
                 ) from error
         self._model = model if bound is None else bound  # bind may configure in place or return the model
+        self._predictor = as_message_model(self._model)
         self._bound_spaces = spaces
 
     async def _predict(
@@ -321,7 +328,7 @@ class ModelServer(ServerLifecycle):
             )
         async with self._model_lock:
             try:
-                prediction = await self._calls.call(self._model.predict, request)
+                prediction = await self._calls.call(self._predictor.predict, request)
             except RuntimeDriverError as error:
                 raise _RequestFailed(_INTERNAL, f"model error: {error}", error.recoverable) from error
             except Exception as error:
@@ -403,7 +410,7 @@ def _fingerprint(observation: spaces_pb2.SpaceSpec, action: spaces_pb2.SpaceSpec
     )
 
 
-def _model_spaces_fingerprint(model: RuntimeModel) -> bytes | None:
+def _model_spaces_fingerprint(model: RuntimeModel | ArrayRuntimeModel) -> bytes | None:
     """The spaces a model is already bound to (its ``observation_spec``/``action_spec``), else ``None``."""
     observation, action = getattr(model, "observation_spec", None), getattr(model, "action_spec", None)
     if isinstance(observation, spaces_pb2.SpaceSpec) and isinstance(action, spaces_pb2.SpaceSpec):
@@ -411,7 +418,7 @@ def _model_spaces_fingerprint(model: RuntimeModel) -> bytes | None:
     return None
 
 
-def _unbound_copy(model: RuntimeModel) -> RuntimeModel | None:
+def _unbound_copy(model: RuntimeModel | ArrayRuntimeModel) -> RuntimeModel | ArrayRuntimeModel | None:
     """A deep copy of an unbound, bind-able model (``None`` when it cannot be copied)."""
     if not isinstance(model, BindableModel):
         return None

@@ -33,7 +33,7 @@ def test_eval_defaults_are_cartpole_with_the_shipped_policy_100_episodes_on_8_la
     assert code == 0, err
     data = json.loads(out)
     assert data["env_id"] == "CartPole-v1" and data["policy"] == "pretrained:cartpole"
-    assert (data["num_envs"], data["seed"], data["autoreset"]) == (8, 0, "next_step")
+    assert (data["num_envs"], data["seed"], data["autoreset"]) == (8, 0, "same_step")  # eval's default
     assert data["summary"]["episodes"] == 100 and len(data["episodes"]) == 100
     assert data["summary"]["mean_return"] >= 475
 

@@ -6,6 +6,7 @@ import asyncio
 
 import gymnasium as gym
 import pytest
+from _message_form import messages
 
 from rlmesh_gym.envs import GymVectorEnv
 from rlmesh_gym.proto import env_pb2
@@ -29,10 +30,10 @@ def test_with_closes_the_env_when_the_block_raises() -> None:
 def test_async_with_closes_after_the_block_and_later_calls_are_refused() -> None:
     async def scenario() -> GymVectorEnv:
         async with GymVectorEnv.make("CartPole-v1", num_envs=2, autoreset="disabled", offload=True) as env:
-            reset = await env.reset(env_pb2.ResetRequest(seeds=[1, 2]))
+            reset = await messages(env).reset(env_pb2.ResetRequest(seeds=[1, 2]))
             assert len(reset.response.episode_ids) == 2
         with pytest.raises(EnvRpcError, match="the env is closed"):
-            await env.reset(env_pb2.ResetRequest(seeds=[1, 2]))
+            await messages(env).reset(env_pb2.ResetRequest(seeds=[1, 2]))
         return env
 
     env = asyncio.run(scenario())

@@ -7,6 +7,7 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import pytest
+from _message_form import messages
 from gym_scripted import action_request, run
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 from gymnasium.vector import AutoresetMode
@@ -55,19 +56,19 @@ def test_make_vec_default_mode_is_seeded_with_one_int_and_records_no_lane_seed()
         bare = gym.make_vec("CartPole-v1", 2)
         env = GymVectorEnv(venv)
         with pytest.warns(RuntimeWarning, match=SINGLE_SEED_WARNING):
-            reset = (await env.reset(env_pb2.ResetRequest(seeds=[5, 9]))).response
+            reset = (await messages(env).reset(env_pb2.ResetRequest(seeds=[5, 9]))).response
         bare_obs, _ = bare.reset(seed=5)
         assert reset.observation.bytes.data == bare_obs.tobytes()  # seeded with the first lane's seed
 
         completed = []
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # the seed warning comes once per adapter
-            await env.reset(env_pb2.ResetRequest(seeds=[5, 9]))
+            await messages(env).reset(env_pb2.ResetRequest(seeds=[5, 9]))
             bare.reset(seed=5)
             for t in range(60):
                 actions = [t % 2, (t // 3) % 2]
                 bare_obs, *_ = bare.step(np.asarray(actions))
-                response = (await env.step(action_request(actions))).response
+                response = (await messages(env).step(action_request(actions))).response
                 assert response.observation.bytes.data == bare_obs.tobytes()
                 completed.extend(response.completed_episodes)
         assert completed, "expected CartPole episodes to finish within 60 alternating steps"
@@ -104,7 +105,7 @@ def test_unseeded_reset_of_a_custom_vector_env_does_not_warn():
         env = GymVectorEnv(gym.make_vec("CartPole-v1", 2))
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            await env.reset(env_pb2.ResetRequest())
+            await messages(env).reset(env_pb2.ResetRequest())
         await env.close(1.0)
 
     run(body())
@@ -120,14 +121,14 @@ def test_partial_reset_of_a_custom_vector_env_is_refused():
     async def body():
         env = GymVectorEnv(DisabledCartPoleVector(num_envs=2))
         assert env.autoreset_mode is AutoresetMode.DISABLED
-        reset = (await env.reset(env_pb2.ResetRequest())).response
+        reset = (await messages(env).reset(env_pb2.ResetRequest())).response
         with pytest.raises(
             EnvRpcError,
             match=r"partial reset \(env_indices=\[1\]\) is not supported for DisabledCartPoleVector: only "
             r"gymnasium's SyncVectorEnv/AsyncVectorEnv are known to honour options\['reset_mask'\].*"
             r"vectorization_mode=\"sync\"",
         ) as refused:
-            await env.reset(env_pb2.ResetRequest(env_indices=[1], seeds=[3]))
+            await messages(env).reset(env_pb2.ResetRequest(env_indices=[1], seeds=[3]))
         assert refused.value.recoverable
         assert env.episode_ids == list(reset.episode_ids)  # untouched
         await env.close(1.0)
@@ -138,9 +139,9 @@ def test_partial_reset_of_a_custom_vector_env_is_refused():
 def test_make_vec_default_mode_partial_reset_is_refused_by_its_autoreset_mode():
     async def body():
         env = GymVectorEnv(gym.make_vec("CartPole-v1", 2))
-        await env.reset(env_pb2.ResetRequest())
+        await messages(env).reset(env_pb2.ResetRequest())
         with pytest.raises(EnvRpcError, match=r"partial reset \(env_indices=\[0\]\) needs DISABLED"):
-            await env.reset(env_pb2.ResetRequest(env_indices=[0]))
+            await messages(env).reset(env_pb2.ResetRequest(env_indices=[0]))
         await env.close(1.0)
 
     run(body())
@@ -153,11 +154,11 @@ def test_vector_reward_wrapper_reward_on_the_autoreset_step_is_not_counted():
             gym.make_vec("CartPole-v1", 2, vectorization_mode="sync"), lambda r: r - penalty
         )
         env = GymVectorEnv(wrapped)
-        await env.reset(env_pb2.ResetRequest(seeds=[1, 2]))
+        await messages(env).reset(env_pb2.ResetRequest(seeds=[1, 2]))
         completed = []
         with pytest.warns(RuntimeWarning, match=r"on their autoreset step .* not counted") as caught:
             for t in range(80):
-                response = (await env.step(action_request([t % 2, (t // 3) % 2]))).response
+                response = (await messages(env).step(action_request([t % 2, (t // 3) % 2]))).response
                 completed.extend(response.completed_episodes)
         assert len([w for w in caught if "autoreset step" in str(w.message)]) == 1
         assert len(completed) >= 2

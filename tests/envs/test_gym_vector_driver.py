@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+from _message_form import messages
 from gym_scripted import LENGTHS, CountingEnv, counting_vector, episode_length, run, step_reward
 
 from rlmesh_gym.envs import GymVectorEnv
@@ -170,6 +171,6 @@ def test_offloaded_slow_env_lets_the_driver_time_out():
             await RuntimeDriver(spec_for(env, max_episodes=3, limits=limits), env, MirrorModel()).run()
         assert env.closed  # the close waited for the abandoned step in the worker thread
         with pytest.raises(EnvRpcError, match="closed"):
-            await env.step(env_pb2.StepRequest())
+            await messages(env).step(env_pb2.StepRequest())
 
     run(body())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+from _message_form import messages
 from gym_scripted import CountingEnv, action_request, counting_fns, counting_vector, run
 
 from rlmesh_gym.envs import GymVectorEnv, parse_autoreset_mode
@@ -22,7 +23,7 @@ def raw_request(data: bytes) -> env_pb2.StepRequest:
 
 async def started(mode: str = "NextStep", **kwargs) -> GymVectorEnv:
     env = GymVectorEnv(counting_vector("sync", mode, **kwargs))
-    await env.reset(env_pb2.ResetRequest(seeds=[0, 3, 6]))
+    await messages(env).reset(env_pb2.ResetRequest(seeds=[0, 3, 6]))
     return env
 
 
@@ -43,9 +44,9 @@ def test_malformed_action_batches_are_refused_and_leave_the_env_untouched(data, 
     async def body():
         env = await started()
         with pytest.raises(EnvRpcError, match=match) as refused:
-            await env.step(raw_request(data))
+            await messages(env).step(raw_request(data))
         assert refused.value.recoverable and refused.value.operation == "env.step"
-        response = (await env.step(ZERO)).response  # the env still works, nothing was counted
+        response = (await messages(env).step(ZERO)).response  # the env still works, nothing was counted
         assert list(response.rewards) == [1, 1, 1]
         await env.close(1.0)
 
@@ -58,8 +59,8 @@ def test_out_of_range_discrete_actions_name_the_lanes():
         with pytest.raises(
             EnvRpcError, match=r"actions of lanes \[1, 2\] are outside Discrete\(3\): \[3, -1\]"
         ):
-            await env.step(action_request([0, 3, -1]))
-        assert list((await env.step(action_request([2, 2, 2]))).response.rewards) == [2, 2, 2]
+            await messages(env).step(action_request([0, 3, -1]))
+        assert list((await messages(env).step(action_request([2, 2, 2]))).response.rewards) == [2, 2, 2]
         await env.close(1.0)
 
     run(body())
@@ -78,12 +79,12 @@ def test_wrong_box_action_shape_is_refused():
 
     async def body():
         env = GymVectorEnv(gym.vector.SyncVectorEnv([BoxActionEnv, BoxActionEnv]))
-        await env.reset(env_pb2.ResetRequest())
+        await messages(env).reset(env_pb2.ResetRequest())
         with pytest.raises(EnvRpcError, match=r"expected 2 action\(s\) of Box.*24 bytes received"):
-            await env.step(raw_request(np.zeros((2, 3), np.float32).tobytes()))
+            await messages(env).step(raw_request(np.zeros((2, 3), np.float32).tobytes()))
         with pytest.raises(EnvRpcError, match=r"32 bytes received"):
-            await env.step(raw_request(np.zeros((2, 2), np.float64).tobytes()))
-        ok = await env.step(raw_request(np.zeros((2, 2), np.float32).tobytes()))
+            await messages(env).step(raw_request(np.zeros((2, 2), np.float64).tobytes()))
+        ok = await messages(env).step(raw_request(np.zeros((2, 2), np.float32).tobytes()))
         assert list(ok.response.rewards) == [0.0, 0.0]
         await env.close(1.0)
 
@@ -106,13 +107,13 @@ def test_multi_binary_action_bytes_other_than_zero_read_as_one():
 
     async def body():
         env = GymVectorEnv(gym.vector.SyncVectorEnv([BinaryActionEnv, BinaryActionEnv]))
-        await env.reset(env_pb2.ResetRequest())
+        await messages(env).reset(env_pb2.ResetRequest())
         # Non-zero bytes read as 1, as docs/design/wire.md#leaf-bytes decodes them.
-        step = await env.step(raw_request(bytes([2, 0, 255, 1, 1, 0])))
+        step = await messages(env).step(raw_request(bytes([2, 0, 255, 1, 1, 0])))
         assert list(step.response.rewards) == [2.0, 2.0]
         single = GymVectorEnv(BinaryActionEnv())
-        await single.reset(env_pb2.ResetRequest())
-        assert list((await single.step(raw_request(bytes([7, 7, 0])))).response.rewards) == [2.0]
+        await messages(single).reset(env_pb2.ResetRequest())
+        assert list((await messages(single).step(raw_request(bytes([7, 7, 0])))).response.rewards) == [2.0]
         await env.close(1.0)
         await single.close(1.0)
 
@@ -127,7 +128,7 @@ def test_subset_stepping_is_refused():
         with pytest.raises(
             EnvRpcError, match=r"subset stepping \(StepRequest.env_indices=\[1\]\) is not supported"
         ):
-            await env.step(request)
+            await messages(env).step(request)
         await env.close(1.0)
 
     run(body())
@@ -137,7 +138,7 @@ def test_step_before_reset_is_refused():
     async def body():
         env = GymVectorEnv(counting_vector("sync", "NextStep"))
         with pytest.raises(EnvRpcError, match="stepped before its first reset"):
-            await env.step(ZERO)
+            await messages(env).step(ZERO)
         await env.close(1.0)
 
     run(body())
@@ -159,9 +160,9 @@ def test_bad_reset_requests_are_refused(indices, seeds, match):
     async def body():
         env = GymVectorEnv(counting_vector("sync", "Disabled"))
         with pytest.raises(EnvRpcError, match=match) as refused:
-            await env.reset(env_pb2.ResetRequest(env_indices=indices, seeds=seeds))
+            await messages(env).reset(env_pb2.ResetRequest(env_indices=indices, seeds=seeds))
         assert refused.value.recoverable and refused.value.operation == "env.reset"
-        await env.reset(env_pb2.ResetRequest())
+        await messages(env).reset(env_pb2.ResetRequest())
         await env.close(1.0)
 
     run(body())
@@ -173,7 +174,7 @@ def test_partial_reset_needs_disabled_autoreset(mode):
         env = await started(mode)
         name = parse_autoreset_mode(mode).name
         with pytest.raises(EnvRpcError, match=rf"partial reset \(env_indices=\[0\]\) needs DISABLED.*{name}"):
-            await env.reset(env_pb2.ResetRequest(env_indices=[0]))
+            await messages(env).reset(env_pb2.ResetRequest(env_indices=[0]))
         await env.close(1.0)
 
     run(body())
@@ -185,7 +186,7 @@ def test_reset_mask_option_is_reserved():
         request = env_pb2.ResetRequest()
         request.options.entries["reset_mask"].list.items.add().bool = True
         with pytest.raises(EnvRpcError, match=r"options\['reset_mask'\] is reserved"):
-            await env.reset(request)
+            await messages(env).reset(request)
         await env.close(1.0)
 
     run(body())
@@ -195,14 +196,14 @@ def test_closed_env_refuses_work_and_close_is_idempotent():
     async def body():
         lanes = counting_vector("sync", "NextStep")
         env = GymVectorEnv(lanes)
-        await env.reset(env_pb2.ResetRequest())
+        await messages(env).reset(env_pb2.ResetRequest())
         await env.close(1.0)
         await env.close(1.0)
         assert env.closed and lanes.closed and all(sub.closed for sub in lanes.envs)
         with pytest.raises(EnvRpcError, match="the env is closed"):
-            await env.step(ZERO)
+            await messages(env).step(ZERO)
         with pytest.raises(EnvRpcError, match="the env is closed"):
-            await env.reset(env_pb2.ResetRequest())
+            await messages(env).reset(env_pb2.ResetRequest())
 
     run(body())
 
@@ -212,26 +213,26 @@ def test_closed_env_refuses_work_and_close_is_idempotent():
 def test_env_raising_in_step_fails_the_adapter(kind):
     async def body():
         env = GymVectorEnv(counting_vector(kind, "NextStep", fail_on_step=2))
-        await env.reset(env_pb2.ResetRequest())
-        await env.step(ZERO)
+        await messages(env).reset(env_pb2.ResetRequest())
+        await messages(env).step(ZERO)
         with pytest.raises(
             EnvRpcError, match=r"env.step raised ValueError: lane \d exploded on step 2"
         ) as failed:
-            await env.step(ZERO)
+            await messages(env).step(ZERO)
         assert not failed.value.recoverable and failed.value.step == 2
         assert isinstance(failed.value.__cause__, ValueError)
         with pytest.raises(EnvRpcError, match="unusable after an earlier failure .* reset every lane"):
-            await env.step(ZERO)
+            await messages(env).step(ZERO)
         if kind == "async":
             # gymnasium's AsyncVectorEnv shuts its workers down when one raises: nothing to recover.
             with pytest.raises(EnvRpcError, match="env.reset raised"):
-                await env.reset(env_pb2.ResetRequest())
+                await messages(env).reset(env_pb2.ResetRequest())
             await env.close(1.0)
             return
         # A whole-vector reset recovers (rlmesh's env server serves its next client this way).
-        reset = await env.reset(env_pb2.ResetRequest())
+        reset = await messages(env).reset(env_pb2.ResetRequest())
         assert len(set(reset.response.episode_ids)) == env.num_envs
-        stepped = await env.step(ZERO)
+        stepped = await messages(env).step(ZERO)
         assert list(stepped.response.episode_ids) == list(reset.response.episode_ids)
         await env.close(1.0)
 
@@ -241,11 +242,11 @@ def test_env_raising_in_step_fails_the_adapter(kind):
 def test_a_partial_reset_does_not_recover_a_failed_env():
     async def body():
         env = GymVectorEnv(counting_vector("sync", "Disabled", fail_on_step=1))
-        await env.reset(env_pb2.ResetRequest())
+        await messages(env).reset(env_pb2.ResetRequest())
         with pytest.raises(EnvRpcError, match="exploded on step 1"):
-            await env.step(ZERO)
+            await messages(env).step(ZERO)
         with pytest.raises(EnvRpcError, match="unusable after an earlier failure"):
-            await env.reset(env_pb2.ResetRequest(env_indices=[0]))
+            await messages(env).reset(env_pb2.ResetRequest(env_indices=[0]))
         await env.close(1.0)
 
     run(body())
@@ -259,7 +260,7 @@ def test_env_raising_in_reset_names_the_operation_and_lane():
         with pytest.raises(
             EnvRpcError, match=r"env.reset \(lane 0\) raised RuntimeError: reset exploded"
         ) as failed:
-            await env.reset(request)
+            await messages(env).reset(request)
         assert isinstance(failed.value.__cause__, RuntimeError) and failed.value.operation == "env.reset"
         await env.close(1.0)
 
@@ -275,9 +276,9 @@ def test_unconvertible_infos_fail_the_step_with_the_key_path():
 
     async def body():
         env = GymVectorEnv(SetInfoEnv())
-        await env.reset(env_pb2.ResetRequest())
+        await messages(env).reset(env_pb2.ResetRequest())
         with pytest.raises(EnvRpcError, match=r"infos\['bad'\]"):
-            await env.step(action_request([0]))
+            await messages(env).step(action_request([0]))
         await env.close(1.0)
 
     run(body())
@@ -298,18 +299,18 @@ def test_nonstandard_vector_env_breaking_the_next_step_lifecycle_is_an_env_failu
 
     async def body():
         env = GymVectorEnv(EagerVector(counting_fns()))
-        await env.reset(env_pb2.ResetRequest())
-        await env.step(ZERO)
-        await env.step(ZERO)  # lane 0 finishes
+        await messages(env).reset(env_pb2.ResetRequest())
+        await messages(env).step(ZERO)
+        await messages(env).step(ZERO)  # lane 0 finishes
         with pytest.raises(
             EnvRpcError,
             match=r"NEXT_STEP lanes \[0\] were waiting for their autoreset, so this step must be the env's "
             r"reset step \(not done\), but the env reported terminated \[True\]",
         ) as failed:
-            await env.step(ZERO)
+            await messages(env).step(ZERO)
         assert not failed.value.recoverable
         with pytest.raises(EnvRpcError, match="unusable after an earlier failure"):
-            await env.step(ZERO)
+            await messages(env).step(ZERO)
         await env.close(1.0)
 
     run(body())
@@ -396,13 +397,13 @@ def test_out_of_range_multi_discrete_actions_name_the_lanes():
 
     async def body():
         env = GymVectorEnv(gym.vector.SyncVectorEnv([MultiDiscreteEnv, MultiDiscreteEnv]))
-        await env.reset(env_pb2.ResetRequest())
+        await messages(env).reset(env_pb2.ResetRequest())
         bad = raw_request(np.array([[1, 2], [2, 0]], dtype="<i8").tobytes())
         with pytest.raises(
             EnvRpcError, match=r"actions of lanes \[1\] are outside MultiDiscrete\(\[2 3\]\): \[\[2, 0\]\]"
         ):
-            await env.step(bad)
-        good = await env.step(raw_request(np.array([[1, 2], [0, 1]], dtype="<i8").tobytes()))
+            await messages(env).step(bad)
+        good = await messages(env).step(raw_request(np.array([[1, 2], [0, 1]], dtype="<i8").tobytes()))
         assert list(good.response.rewards) == [3.0, 1.0]
         await env.close(1.0)
 

@@ -8,6 +8,7 @@ so the reward of a lane's t-th step is t.
 from __future__ import annotations
 
 import pytest
+from _message_form import messages
 from gym_scripted import action_request, counting_vector, run
 
 from rlmesh_gym.envs import GymVectorEnv
@@ -63,16 +64,16 @@ def test_next_step_lanes(kind):
     async def body():
         env = GymVectorEnv(counting_vector(kind, "NextStep"))
         assert env.contract.autoreset_mode == env_pb2.AUTORESET_MODE_NEXT_STEP
-        reset = (await env.reset(env_pb2.ResetRequest(seeds=[0, 3, 6]))).response
+        reset = (await messages(env).reset(env_pb2.ResetRequest(seeds=[0, 3, 6]))).response
         a, b, c = reset.episode_ids
         assert len({a, b, c}) == 3 and all(len(i) == 36 for i in (a, b, c))
         assert observations(env, reset) == [[0, 0], [3, 0], [6, 0]]
 
-        s1 = (await env.step(ZERO)).response
+        s1 = (await messages(env).step(ZERO)).response
         assert list(s1.episode_ids) == [a, b, c] and not s1.completed_episodes
         assert list(s1.rewards) == [1, 1, 1] and masks(s1) == ([0, 0, 0], [0, 0, 0])
 
-        s2 = (await env.step(ZERO)).response
+        s2 = (await messages(env).step(ZERO)).response
         assert list(s2.rewards) == [2, 2, 2] and masks(s2) == ([1, 0, 0], [0, 0, 0])
         assert list(s2.episode_ids) == [a, b, c]  # the done step keeps the finished id
         assert episodes(s2) == [(0, 0, 2, 3.0, True, False)]
@@ -80,7 +81,7 @@ def test_next_step_lanes(kind):
         assert final_infos(s2) == [{"lane": 0, "t": 2, "last": True}]
         check_metadata_fields(s2)
 
-        s3 = (await env.step(ZERO)).response  # lane 0: gymnasium's reset step, not counted
+        s3 = (await messages(env).step(ZERO)).response  # lane 0: gymnasium's reset step, not counted
         assert list(s3.rewards) == [0, 3, 3] and masks(s3) == ([0, 0, 0], [0, 1, 0])
         d = s3.episode_ids[0]
         assert d not in (a, b, c) and list(s3.episode_ids) == [d, b, c]
@@ -88,13 +89,13 @@ def test_next_step_lanes(kind):
         assert final_infos(s3) == [{"lane": 1, "t": 3, "last": True}]
         assert observations(env, s3)[0] == [-1, 0]  # autoreset without a seed
 
-        s4 = (await env.step(ZERO)).response
+        s4 = (await messages(env).step(ZERO)).response
         assert list(s4.rewards) == [1, 0, 4] and masks(s4) == ([0, 0, 1], [0, 0, 0])
         e = s4.episode_ids[1]
         assert e not in (a, b, c, d) and list(s4.episode_ids) == [d, e, c]
         assert episodes(s4) == [(2, 6, 4, 10.0, True, False)]
 
-        s5 = (await env.step(ZERO)).response
+        s5 = (await messages(env).step(ZERO)).response
         f = s5.episode_ids[2]
         assert list(s5.episode_ids) == [d, e, f] and f not in (a, b, c, d, e)
         assert list(s5.rewards) == [2, 1, 0]
@@ -117,10 +118,10 @@ def test_same_step_lanes(kind):
     async def body():
         env = GymVectorEnv(counting_vector(kind, "SameStep"))
         assert env.contract.autoreset_mode == env_pb2.AUTORESET_MODE_SAME_STEP
-        a, b, c = (await env.reset(env_pb2.ResetRequest(seeds=[0, 3, 6]))).response.episode_ids
-        await env.step(ZERO)
+        a, b, c = (await messages(env).reset(env_pb2.ResetRequest(seeds=[0, 3, 6]))).response.episode_ids
+        await messages(env).step(ZERO)
 
-        s2 = (await env.step(ZERO)).response
+        s2 = (await messages(env).step(ZERO)).response
         assert list(s2.rewards) == [2, 2, 2] and masks(s2) == ([1, 0, 0], [0, 0, 0])
         d = s2.episode_ids[0]
         assert d not in (a, b, c) and list(s2.episode_ids) == [d, b, c]  # rolled in the same step
@@ -129,14 +130,14 @@ def test_same_step_lanes(kind):
         assert final_infos(s2) == [{"lane": 0, "t": 2, "last": True, "final_obs": [0.0, 2.0]}]
         assert observations(env, s2)[0] == [-1, 0]  # the step already shows the new episode
 
-        s3 = (await env.step(ZERO)).response  # the new episode's first step counts
+        s3 = (await messages(env).step(ZERO)).response  # the new episode's first step counts
         assert list(s3.rewards) == [1, 3, 3] and masks(s3) == ([0, 0, 0], [0, 1, 0])
         e = s3.episode_ids[1]
         assert list(s3.episode_ids) == [d, e, c]
         assert episodes(s3) == [(1, 3, 3, 6.0, False, True)]
         assert final_infos(s3) == [{"lane": 1, "t": 3, "last": True, "final_obs": [3.0, 3.0]}]
 
-        s4 = (await env.step(ZERO)).response
+        s4 = (await messages(env).step(ZERO)).response
         assert list(s4.rewards) == [2, 1, 4] and masks(s4) == ([1, 0, 1], [0, 0, 0])
         g, f = s4.episode_ids[0], s4.episode_ids[2]
         assert len({a, b, c, d, e, f, g}) == 7 and s4.episode_ids[1] == e
@@ -156,18 +157,18 @@ def test_disabled_lanes_with_partial_resets(kind):
     async def body():
         env = GymVectorEnv(counting_vector(kind, "Disabled"))
         assert env.contract.autoreset_mode == env_pb2.AUTORESET_MODE_DISABLED
-        a, b, c = (await env.reset(env_pb2.ResetRequest(seeds=[0, 3, 6]))).response.episode_ids
-        await env.step(ZERO)
-        s2 = (await env.step(ZERO)).response
+        a, b, c = (await messages(env).reset(env_pb2.ResetRequest(seeds=[0, 3, 6]))).response.episode_ids
+        await messages(env).step(ZERO)
+        s2 = (await messages(env).step(ZERO)).response
         assert list(s2.episode_ids) == [a, b, c]
         assert episodes(s2) == [(0, 0, 2, 3.0, True, False)]
         assert final_infos(s2) == [{"lane": 0, "t": 2, "last": True}]
 
         with pytest.raises(EnvRpcError, match=r"lanes \[0\] have no running episode") as refused:
-            await env.step(ZERO)
+            await messages(env).step(ZERO)
         assert refused.value.recoverable
 
-        r1 = (await env.reset(env_pb2.ResetRequest(env_indices=[0], seeds=[9]))).response
+        r1 = (await messages(env).reset(env_pb2.ResetRequest(env_indices=[0], seeds=[9]))).response
         d = r1.episode_ids[0]
         assert list(r1.episode_ids) == [d, b, c] and d not in (a, b, c)
         assert observations(env, r1) == [[9, 0], [3, 2], [6, 2]]  # full width; other lanes untouched
@@ -178,36 +179,36 @@ def test_disabled_lanes_with_partial_resets(kind):
             "_seed": [True, False, False],
         }
 
-        s3 = (await env.step(ZERO)).response
+        s3 = (await messages(env).step(ZERO)).response
         assert list(s3.rewards) == [1, 3, 3] and masks(s3) == ([0, 0, 0], [0, 1, 0])
         assert list(s3.episode_ids) == [d, b, c]
         assert episodes(s3) == [(1, 3, 3, 6.0, False, True)]
 
-        r2 = (await env.reset(env_pb2.ResetRequest(env_indices=[1]))).response  # unseeded
+        r2 = (await messages(env).reset(env_pb2.ResetRequest(env_indices=[1]))).response  # unseeded
         e = r2.episode_ids[1]
         assert list(r2.episode_ids) == [d, e, c]
         assert observations(env, r2)[1] == [-1, 0]
 
-        s4 = (await env.step(ZERO)).response
+        s4 = (await messages(env).step(ZERO)).response
         assert list(s4.rewards) == [2, 1, 4] and masks(s4) == ([1, 0, 1], [0, 0, 0])
         assert episodes(s4) == [(0, 9, 2, 3.0, True, False), (2, 6, 4, 10.0, True, False)]
         assert list(s4.episode_ids) == [d, e, c]
 
-        r3 = (await env.reset(env_pb2.ResetRequest(env_indices=[2], seeds=[12]))).response
+        r3 = (await messages(env).reset(env_pb2.ResetRequest(env_indices=[2], seeds=[12]))).response
         g = r3.episode_ids[2]
         assert list(r3.episode_ids) == ["", e, g]  # lane 0 finished and was not reset: idle
         with pytest.raises(EnvRpcError, match=r"lanes \[0\]"):
-            await env.step(ZERO)
-        r4 = (await env.reset(env_pb2.ResetRequest(env_indices=[0], seeds=[1]))).response
+            await messages(env).step(ZERO)
+        r4 = (await messages(env).reset(env_pb2.ResetRequest(env_indices=[0], seeds=[1]))).response
         h = r4.episode_ids[0]
         assert list(r4.episode_ids) == [h, e, g]
 
-        s5 = (await env.step(ZERO)).response  # lane 0: seed 1 gives length 3
+        s5 = (await messages(env).step(ZERO)).response  # lane 0: seed 1 gives length 3
         assert list(s5.rewards) == [1, 2, 1] and not s5.completed_episodes
-        s6 = (await env.step(ZERO)).response
+        s6 = (await messages(env).step(ZERO)).response
         assert episodes(s6) == [(1, None, 3, 6.0, False, True)]
-        await env.reset(env_pb2.ResetRequest(env_indices=[1], seeds=[5]))
-        s7 = (await env.step(ZERO)).response
+        await messages(env).reset(env_pb2.ResetRequest(env_indices=[1], seeds=[5]))
+        s7 = (await messages(env).step(ZERO)).response
         assert episodes(s7) == [(0, 1, 3, 6.0, True, False)]
         await env.close(5.0)
 
@@ -218,11 +219,11 @@ def test_disabled_lanes_with_partial_resets(kind):
 def test_reset_interrupts_running_episodes(kind):
     async def body():
         env = GymVectorEnv(counting_vector(kind, "NextStep"))
-        first = (await env.reset(env_pb2.ResetRequest(seeds=[0, 3, 6]))).response
-        await env.step(ZERO)
-        second = (await env.reset(env_pb2.ResetRequest())).response
+        first = (await messages(env).reset(env_pb2.ResetRequest(seeds=[0, 3, 6]))).response
+        await messages(env).step(ZERO)
+        second = (await messages(env).reset(env_pb2.ResetRequest())).response
         assert not set(first.episode_ids) & set(second.episode_ids)
-        s1 = (await env.step(ZERO)).response
+        s1 = (await messages(env).step(ZERO)).response
         # The interrupted episodes come first, truncated, with their seeds and no final_info.
         assert [m.episode_id for m in s1.completed_episodes] == list(first.episode_ids)
         assert episodes(s1) == [
@@ -232,7 +233,7 @@ def test_reset_interrupts_running_episodes(kind):
         ]
         assert not any(m.HasField("final_info") for m in s1.completed_episodes)
         assert list(s1.episode_ids) == list(second.episode_ids)
-        s2 = (await env.step(ZERO)).response
+        s2 = (await messages(env).step(ZERO)).response
         assert episodes(s2) == [(0, None, 2, 3.0, True, False)]
         await env.close(5.0)
 
@@ -251,19 +252,21 @@ def test_single_env_is_one_disabled_lane():
             env_pb2.AUTORESET_MODE_DISABLED,
             "UnknownEnv-v1",
         )
-        (a,) = (await env.reset(env_pb2.ResetRequest(seeds=[7]))).response.episode_ids  # length 3
+        (a,) = (await messages(env).reset(env_pb2.ResetRequest(seeds=[7]))).response.episode_ids  # length 3
         one = action_request([1])
         for _ in range(2):
-            response = (await env.step(one)).response
+            response = (await messages(env).step(one)).response
             assert list(response.episode_ids) == [a] and not response.completed_episodes
-        done = (await env.step(one)).response
+        done = (await messages(env).step(one)).response
         assert list(done.episode_ids) == [a] and masks(done) == ([1], [0])
         assert episodes(done) == [(0, 7, 3, 1.5 + 2.5 + 3.5, True, False)]
         assert final_infos(done) == [{"lane": 0, "t": 3, "last": True}]
         # As rlmesh's env server: an idle single env may still be stepped; nothing is recorded.
-        idle = (await env.step(one)).response
+        idle = (await messages(env).step(one)).response
         assert list(idle.episode_ids) == [""] and not idle.completed_episodes
-        (b,) = (await env.reset(env_pb2.ResetRequest(env_indices=[0], seeds=[0]))).response.episode_ids
+        (b,) = (
+            await messages(env).reset(env_pb2.ResetRequest(env_indices=[0], seeds=[0]))
+        ).response.episode_ids
         assert b not in ("", a)
         await env.close(1.0)
         assert inner.closed
@@ -276,20 +279,28 @@ def test_infos_and_options_pass_through():
         env = GymVectorEnv(counting_vector("sync", "Disabled"))
         request = env_pb2.ResetRequest(seeds=[0, 3, 6])
         request.options.entries["tag"].str = "hello"
-        reset = (await env.reset(request)).response
+        reset = (await messages(env).reset(request)).response
         infos = from_meta_map(reset.infos)
         assert infos["tag"] == ["hello"] * 3 and infos["seed"] == [0, 3, 6]
-        await env.step(ZERO)
-        await env.step(ZERO)
+        await messages(env).step(ZERO)
+        await messages(env).step(ZERO)
         # Partial resets with options: the adapter builds a fresh options dict each time.
         first = env_pb2.ResetRequest(env_indices=[0])
         first.options.entries["tag"].str = "first"
-        assert from_meta_map((await env.reset(first)).response.infos)["tag"] == ["first", None, None]
-        response = (await env.step(ZERO)).response
+        assert from_meta_map((await messages(env).reset(first)).response.infos)["tag"] == [
+            "first",
+            None,
+            None,
+        ]
+        response = (await messages(env).step(ZERO)).response
         assert episodes(response) == [(1, 3, 3, 6.0, False, True)]
         again = env_pb2.ResetRequest(env_indices=[1])
         again.options.entries["tag"].str = "again"
-        assert from_meta_map((await env.reset(again)).response.infos)["tag"] == [None, "again", None]
+        assert from_meta_map((await messages(env).reset(again)).response.infos)["tag"] == [
+            None,
+            "again",
+            None,
+        ]
         await env.close(1.0)
 
     run(body())
@@ -298,8 +309,8 @@ def test_infos_and_options_pass_through():
 def test_telemetry_names_the_operation():
     async def body():
         env = GymVectorEnv(counting_vector("sync", "NextStep"))
-        reset = await env.reset(env_pb2.ResetRequest())
-        step = await env.step(ZERO)
+        reset = await messages(env).reset(env_pb2.ResetRequest())
+        step = await messages(env).step(ZERO)
         for result, operation in ((reset, "env.reset"), (step, "env.step")):
             assert result.telemetry.operation == operation
             (metric,) = result.telemetry.metrics
@@ -313,8 +324,8 @@ def test_telemetry_names_the_operation():
 def test_render_frames_one_per_lane():
     async def body():
         env = GymVectorEnv(counting_vector("sync", "NextStep", render_mode="rgb_array"))
-        await env.reset(env_pb2.ResetRequest())
-        await env.step(ZERO)
+        await messages(env).reset(env_pb2.ResetRequest())
+        await messages(env).step(ZERO)
         frames = env.render_frames()
         assert len(frames) == 3 and all(frame.shape == (4, 6, 3) for frame in frames)
         assert [int(frame[0, 0, 0]) for frame in frames] == [1, 1, 1]
@@ -332,10 +343,10 @@ def test_offloaded_env_calls_give_the_same_responses():
         inline = GymVectorEnv(counting_vector("sync", "NextStep"))
         offloaded = GymVectorEnv(counting_vector("sync", "NextStep"), offload=True)
         for env in (inline, offloaded):
-            await env.reset(env_pb2.ResetRequest(seeds=[0, 3, 6]))
+            await messages(env).reset(env_pb2.ResetRequest(seeds=[0, 3, 6]))
         for _ in range(6):
-            left = (await inline.step(ZERO)).response
-            right = (await offloaded.step(ZERO)).response
+            left = (await messages(inline).step(ZERO)).response
+            right = (await messages(offloaded).step(ZERO)).response
             assert left.observation == right.observation and list(left.rewards) == list(right.rewards)
             assert episodes(left) == episodes(right)
         await inline.close(1.0)

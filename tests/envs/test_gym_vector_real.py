@@ -5,6 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+from _message_form import messages
 from gym_scripted import action_request, run
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
@@ -27,7 +28,7 @@ def test_cartpole_vector_next_step_matches_the_bare_env():
             "autoreset_mode": "NextStep",
         }
         bare_obs, _ = bare.reset(seed=seeds)
-        reset = (await env.reset(env_pb2.ResetRequest(seeds=seeds))).response
+        reset = (await messages(env).reset(env_pb2.ResetRequest(seeds=seeds))).response
         assert reset.observation.bytes.data == bare_obs.tobytes()
 
         rng = np.random.default_rng(0)
@@ -36,7 +37,7 @@ def test_cartpole_vector_next_step_matches_the_bare_env():
         for _ in range(120):
             actions = rng.integers(0, 2, n)
             bare_obs, rewards, terminated, truncated, _ = bare.step(actions)
-            response = (await env.step(action_request(actions))).response
+            response = (await messages(env).step(action_request(actions))).response
             assert response.observation.bytes.data == bare_obs.tobytes()
             assert list(response.rewards) == rewards.tolist()
             assert bytes(response.terminated_mask) == terminated.tobytes()
@@ -72,13 +73,13 @@ def test_cartpole_vector_disabled_partial_resets_match_the_bare_env():
         )
         env = GymVectorEnv.make("CartPole-v1", num_envs=n, autoreset="disabled")
         bare.reset(seed=[10, 11, 12])
-        await env.reset(env_pb2.ResetRequest(seeds=[10, 11, 12]))
+        await messages(env).reset(env_pb2.ResetRequest(seeds=[10, 11, 12]))
         rng = np.random.default_rng(1)
         next_seed, seen = 100, []
         for _ in range(150):
             actions = rng.integers(0, 2, n)
             bare_obs, _, terminated, truncated, _ = bare.step(actions)
-            response = (await env.step(action_request(actions))).response
+            response = (await messages(env).step(action_request(actions))).response
             assert response.observation.bytes.data == bare_obs.tobytes()
             done = np.flatnonzero(terminated | truncated).tolist()
             assert [m.env_index for m in response.completed_episodes] == done
@@ -92,7 +93,9 @@ def test_cartpole_vector_disabled_partial_resets_match_the_bare_env():
                 for lane, seed in zip(done, seeds, strict=True):
                     full[lane] = seed
                 bare_obs, _ = bare.reset(seed=full, options={"reset_mask": mask})
-                reset = (await env.reset(env_pb2.ResetRequest(env_indices=done, seeds=seeds))).response
+                reset = (
+                    await messages(env).reset(env_pb2.ResetRequest(env_indices=done, seeds=seeds))
+                ).response
                 assert reset.observation.bytes.data == bare_obs.tobytes()
         assert len(seen) >= 3 and all(isinstance(seed, int) for seed in seen)  # every episode has its seed
         bare.close()
@@ -116,13 +119,13 @@ def test_cartpole_single_env_matches_the_bare_env():
         episodes = []
         seed = 40
         bare_obs, _ = bare.reset(seed=seed)
-        reset = (await env.reset(env_pb2.ResetRequest(seeds=[seed]))).response
+        reset = (await messages(env).reset(env_pb2.ResetRequest(seeds=[seed]))).response
         assert reset.observation.bytes.data == bare_obs.tobytes()
         length = 0
         while len(episodes) < 3:
             action = int(rng.integers(0, 2))
             bare_obs, reward, terminated, truncated, _ = bare.step(action)
-            response = (await env.step(action_request([action]))).response
+            response = (await messages(env).step(action_request([action]))).response
             length += 1
             assert response.observation.bytes.data == bare_obs.tobytes()
             assert list(response.rewards) == [reward]
@@ -136,7 +139,7 @@ def test_cartpole_single_env_matches_the_bare_env():
                 episodes.append(metadata)
                 seed, length = seed + 1, 0
                 bare.reset(seed=seed)
-                await env.reset(env_pb2.ResetRequest(seeds=[seed]))
+                await messages(env).reset(env_pb2.ResetRequest(seeds=[seed]))
             else:
                 assert not response.completed_episodes
         bare.close()
@@ -149,7 +152,7 @@ def test_cartpole_rgb_frames_per_lane():
     async def body():
         env = GymVectorEnv.make("CartPole-v1", num_envs=2, render_mode="rgb_array")
         assert env.contract.render_mode == "rgb_array"
-        await env.reset(env_pb2.ResetRequest(seeds=[0, 1]))
+        await messages(env).reset(env_pb2.ResetRequest(seeds=[0, 1]))
         frames = env.render_frames()
         assert [frame.shape for frame in frames] == [(400, 600, 3), (400, 600, 3)]
         assert all(frame.dtype == np.uint8 for frame in frames)
@@ -206,7 +209,7 @@ def test_dict_observation_vector_env():
         contract = env.contract
         assert list(contract.observation_space.dict.keys) == ["count", "flags", "pos"]
         bare_obs, _ = bare.reset(seed=[5, 6])
-        reset = (await env.reset(env_pb2.ResetRequest(seeds=[5, 6]))).response
+        reset = (await messages(env).reset(env_pb2.ResetRequest(seeds=[5, 6]))).response
         assert_same_dict_batch(
             decode_batch(reset.observation.bytes.data, contract.observation_space, 2), bare_obs
         )
@@ -216,7 +219,7 @@ def test_dict_observation_vector_env():
         request.action.bytes.data = encode_batch(actions, contract.action_space, 2)
         for _ in range(4):
             bare_obs, rewards, *_ = bare.step(actions)
-            response = (await env.step(request)).response
+            response = (await messages(env).step(request)).response
             observation = decode_batch(response.observation.bytes.data, contract.observation_space, 2)
             assert_same_dict_batch(observation, bare_obs)
             assert list(response.rewards) == pytest.approx([0.25, 2.0]) == rewards.tolist()
@@ -240,13 +243,13 @@ def test_dict_observation_single_env():
         env = GymVectorEnv(DictObsEnv())
         contract = env.contract
         bare_obs, _ = bare.reset(seed=3)
-        reset = (await env.reset(env_pb2.ResetRequest(seeds=[3]))).response
+        reset = (await messages(env).reset(env_pb2.ResetRequest(seeds=[3]))).response
         observation = decode(reset.observation.bytes.data, contract.observation_space)
         assert observation["count"] == 0 and observation["pos"].tolist() == bare_obs["pos"].tolist()
         assert observation["flags"].tolist() == [0, 1, 0]
         request = env_pb2.StepRequest()
         request.action.bytes.data = np.array([0.5, 0.5], dtype=np.float32).tobytes()
-        response = (await env.step(request)).response
+        response = (await messages(env).step(request)).response
         observation = decode(response.observation.bytes.data, contract.observation_space)
         assert observation["count"] == 1 and observation["flags"].tolist() == [1, 1, 0]
         assert list(response.rewards) == [1.0]
@@ -262,10 +265,12 @@ def test_make_async_vectorization():
         )
         assert type(env.env).__name__ == "AsyncVectorEnv"
         assert env.contract.autoreset_mode == env_pb2.AUTORESET_MODE_SAME_STEP
-        await env.reset(env_pb2.ResetRequest(seeds=[0, 1]))
+        await messages(env).reset(env_pb2.ResetRequest(seeds=[0, 1]))
         total = 0
         for _ in range(40):
-            response = (await env.step(action_request([0, 0]))).response  # always left: short episodes
+            response = (
+                await messages(env).step(action_request([0, 0]))
+            ).response  # always left: short episodes
             total += len(response.completed_episodes)
             for metadata in response.completed_episodes:
                 assert "final_obs" in from_meta_map(metadata.final_info)

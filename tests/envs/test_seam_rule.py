@@ -1,4 +1,4 @@
-"""The one rule for "is this a RuntimeEnv / RuntimeModel", and the optional capabilities as protocols."""
+"""The rules for "is this a runtime env / model" in each form, and the optional capabilities."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 from rlmesh_gym.envs import GymVectorEnv
 from rlmesh_gym.policies import CallablePolicy, RandomPolicy
 from rlmesh_gym.proto import env_pb2
-from rlmesh_gym.runtime import is_runtime_env, is_runtime_model
+from rlmesh_gym.runtime import MessageFormEnv, MessageFormModel, is_runtime_env, is_runtime_model
+from rlmesh_gym.runtime.message_form import is_array_env, is_array_model
 from rlmesh_gym.runtime.seams import BindableModel, DrainsEpisodes, RendersFrames, TracksEpisodeIds
 
 
@@ -45,15 +46,26 @@ def cartpole():
 
 
 def test_a_runtime_env_has_async_reset_and_step_and_a_contract(cartpole):
-    assert is_runtime_env(cartpole) and is_runtime_env(_MinimalEnv())
+    assert is_runtime_env(MessageFormEnv(cartpole)) and is_runtime_env(_MinimalEnv())
+    assert not is_runtime_env(cartpole)  # the array form only
     assert not is_runtime_env(cartpole.env)  # a gymnasium env: plain reset and step
     assert not is_runtime_env(_AsyncEnvWithoutContract())
     assert not is_runtime_env(_SyncEnvWithContract())
     assert not is_runtime_env("CartPole-v1")
 
 
+def test_an_array_env_has_async_reset_arrays_and_step_arrays_and_a_contract(cartpole):
+    assert is_array_env(cartpole)
+    assert not is_array_env(MessageFormEnv(cartpole))  # the message form only
+    assert not is_array_env(_MinimalEnv()) and not is_array_env(cartpole.env)
+    with pytest.raises(TypeError, match="MessageFormEnv wraps an array-form env"):
+        MessageFormEnv(_MinimalEnv())
+
+
 def test_a_runtime_model_has_an_async_predict():
-    assert is_runtime_model(RandomPolicy(0)) and is_runtime_model(_AsyncModel())
+    assert is_runtime_model(MessageFormModel(RandomPolicy(0))) and is_runtime_model(_AsyncModel())
+    assert not is_runtime_model(RandomPolicy(0))  # the array form only
+    assert is_array_model(RandomPolicy(0)) and not is_array_model(_AsyncModel())
     assert not is_runtime_model(_SyncModel())
     assert not is_runtime_model(lambda observations: observations)
 
@@ -64,9 +76,18 @@ def test_gym_vector_env_offers_every_env_capability(cartpole):
         assert not isinstance(_MinimalEnv(), capability)
     assert cartpole.episode_ids == [""]
     assert cartpole.drain_episodes() == []
+    # The message form passes the capabilities of the env it wraps through, and only those.
+    messages = MessageFormEnv(cartpole)
+    assert all(
+        isinstance(messages, capability) for capability in (DrainsEpisodes, RendersFrames, TracksEpisodeIds)
+    )
+    assert messages.episode_ids == [""] and messages.num_envs == 1
+    with pytest.raises(AttributeError):
+        messages.reset_arrays  # noqa: B018
 
 
 def test_the_shipped_policies_are_bindable_and_a_plain_model_is_not():
     assert isinstance(RandomPolicy(0), BindableModel)
+    assert isinstance(MessageFormModel(RandomPolicy(0)), BindableModel)
     assert isinstance(CallablePolicy(lambda observations: observations), BindableModel)
     assert not isinstance(_AsyncModel(), BindableModel)

@@ -12,12 +12,13 @@ import gymnasium
 import pytest
 import torch
 from _eval_envs import register_test_envs
+from _message_form import messages
 
 from rlmesh_gym.envs import GymVectorEnv
 from rlmesh_gym.evaluation import EvaluationOptions, evaluate
 from rlmesh_gym.policies import RandomPolicy, TorchPolicy
 from rlmesh_gym.proto import env_pb2
-from rlmesh_gym.runtime import RuntimeHooks
+from rlmesh_gym.runtime import MessageFormEnv, MessageFormModel, RuntimeHooks
 from rlmesh_gym.runtime.events import EpisodeCompletedEvent, StepCompletedEvent
 
 pytestmark = pytest.mark.torch  # (tests/conftest.py)
@@ -40,11 +41,11 @@ class MessageOnlyEnv:
         self.steps = 0
 
     async def reset(self, request):
-        return await self._env.reset(request)
+        return await messages(self._env).reset(request)
 
     async def step(self, request):
         self.steps += 1
-        return await self._env.step(request)
+        return await messages(self._env).step(request)
 
     async def close(self, timeout):
         await self._env.close(timeout)
@@ -62,7 +63,7 @@ class MessageOnlyModel:
 
     async def predict(self, request):
         self.predictions += 1
-        return await self._model.predict(request)
+        return await messages(self._model).predict(request)
 
     async def close_route(self, request, timeout):
         await self._model.close_route(request, timeout)
@@ -201,11 +202,11 @@ def _run(env_id: str, policy_factory, mode: str, *, message_form: bool, num_envs
 )
 def test_array_path_and_message_seams_give_the_same_run(env_id, policy_factory, mode, monkeypatch):
     with monkeypatch.context() as patch:
-        # In-process, no protobuf message crosses the seams.
+        # In-process, no protobuf message crosses the seams: the message-form adapters stay unused.
         for owner, method in (
-            (GymVectorEnv, "step"),
-            (GymVectorEnv, "reset"),
-            (type(policy_factory(None)), "predict"),
+            (MessageFormEnv, "step"),
+            (MessageFormEnv, "reset"),
+            (MessageFormModel, "predict"),
         ):
             patch.setattr(owner, method, _forbidden)
         array_run = _run(env_id, policy_factory, mode, message_form=False)

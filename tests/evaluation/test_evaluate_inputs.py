@@ -347,7 +347,8 @@ def test_env_failure_mid_run_raises_closes_the_env_and_keeps_the_partial_result(
     partial = error.partial
     assert partial.complete is False and len(partial.episodes) == 4
     assert partial.episodes_per_lane == (2, 2) and partial.returns == [3.0] * 4
-    assert partial.timings.vector_steps == 9  # the 10th step failed
+    # SAME_STEP (the default for an env id): each lane's step calls are its vector steps.
+    assert partial.timings.vector_steps == 7  # the 8th step failed
     assert ExplodingEnv.closes == 2  # the env evaluate() built was closed (both lanes)
 
 

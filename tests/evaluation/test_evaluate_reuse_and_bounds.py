@@ -8,6 +8,7 @@ import gymnasium
 import numpy as np
 import pytest
 from _eval_envs import FixedLengthEnv, episode_key, register_test_envs
+from _message_form import messages
 
 from rlmesh_gym.envs import GymVectorEnv
 from rlmesh_gym.evaluation import EvaluationError, EvaluationOptions, evaluate, evaluate_async
@@ -40,10 +41,10 @@ class _Delegating(RuntimeEnv):
         self.num_envs = inner.num_envs
 
     async def reset(self, request):
-        return await self.inner.reset(request)
+        return await messages(self.inner).reset(request)
 
     async def step(self, request):
-        return await self.inner.step(request)
+        return await messages(self.inner).step(request)
 
 
 # -- reusing an env ---------------------------------------------------------------------------
@@ -74,9 +75,9 @@ def test_episodes_the_caller_left_running_are_not_counted(mode):
     request.action.bytes.data = encode_batch(np.zeros(2, dtype=np.int64), env.contract.action_space, 2)
 
     async def play_a_little() -> None:
-        await env.reset(env_pb2.ResetRequest(seeds=[11, 12]))
+        await messages(env).reset(env_pb2.ResetRequest(seeds=[11, 12]))
         for _ in range(3):
-            await env.step(request)
+            await messages(env).step(request)
 
     asyncio.run(play_a_little())
     kwargs = dict(episodes=4, seed=3, progress=False)
@@ -114,7 +115,7 @@ class _WrongLaneEnv(_Delegating):
         self.steps = 0
 
     async def step(self, request):
-        stepped = await self.inner.step(request)
+        stepped = await messages(self.inner).step(request)
         self.steps += 1
         for metadata in stepped.response.completed_episodes:
             self.completed += 1

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import gymnasium as gym
+from _message_form import messages
 
 from rlmesh_gym.proto import model_pb2, spaces_pb2
 from rlmesh_gym.runtime import RuntimeModelPrediction
@@ -43,8 +44,8 @@ def observe(space: gym.Space, values: Any, rows: int) -> bytes:
 
 
 def predict(policy: Any, data: bytes | None, rows: int, **context: Any) -> RuntimeModelPrediction:
-    """``policy.predict`` on a fresh request, run to completion."""
-    return asyncio.run(policy.predict(request(data, rows, **context)))
+    """``policy``'s message-form predict on a fresh request, run to completion."""
+    return asyncio.run(messages(policy).predict(request(data, rows, **context)))
 
 
 def predicted_actions(policy: Any, data: bytes | None, rows: int, **context: Any) -> Any:

@@ -1,4 +1,4 @@
-"""What every policy shares as a RuntimeModel: spaces, bind, request checks, response and telemetry."""
+"""What every policy shares as a model: spaces, bind, request checks, response and telemetry."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from _policy_requests import close_route, observe, predict, predicted_actions, r
 
 from rlmesh_gym.policies import CallablePolicy, RandomPolicy, TorchPolicy
 from rlmesh_gym.proto import env_pb2, spaces_pb2
-from rlmesh_gym.runtime import ModelRpcError, RuntimeModel
+from rlmesh_gym.runtime import MessageFormModel, ModelRpcError, RuntimeModel
+from rlmesh_gym.runtime.seams import ArrayRuntimeModel
 
 OBS = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
 ACT = gym.spaces.Discrete(3)
@@ -44,8 +45,10 @@ KINDS = ["torch", "callable", "random"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_every_policy_is_a_runtime_model(kind: str) -> None:
-    assert isinstance(make(kind, CONTRACT), RuntimeModel)
+def test_every_policy_is_an_array_model_and_a_runtime_model_in_message_form(kind: str) -> None:
+    policy = make(kind, CONTRACT)
+    assert isinstance(policy, ArrayRuntimeModel) and not hasattr(policy, "predict")
+    assert isinstance(MessageFormModel(policy), RuntimeModel)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -63,7 +66,7 @@ def test_response_context_mirrors_the_request_exactly(kind: str) -> None:
     req = request(
         OBS_BYTES, 2, session_id="S", route_id="R", request_id="S:R:step_observation:000042", step=7
     )
-    prediction = asyncio.run(make(kind, CONTRACT).predict(req))
+    prediction = asyncio.run(MessageFormModel(make(kind, CONTRACT)).predict(req))
     assert prediction.response.context == req.context
     assert prediction.response.context.SerializeToString(deterministic=True) == req.context.SerializeToString(
         deterministic=True

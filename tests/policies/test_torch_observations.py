@@ -171,6 +171,7 @@ def test_large_observations_are_zero_copy_without_warnings_or_leaked_filters() -
         import numpy as np, torch
         from rlmesh_gym.policies import TorchPolicy
         from rlmesh_gym.proto import model_pb2, spaces_pb2
+        from rlmesh_gym.runtime import MessageFormModel
 
         warnings.simplefilter("error")
         filters_before = list(warnings.filters)
@@ -187,7 +188,7 @@ def test_large_observations_are_zero_copy_without_warnings_or_leaked_filters() -
         for lane in range(4):
             request.context.slots.add(env_index=lane, episode_id=f"e{lane}")
         request.observation.bytes.data = frames.tobytes()
-        asyncio.run(TorchPolicy(policy, (obs, act)).predict(request))
+        asyncio.run(MessageFormModel(TorchPolicy(policy, (obs, act))).predict(request))
         assert list(warnings.filters) == filters_before, "warning filters leaked"
         import rlmesh_gym.policies.torch_policy as tp
         view = np.frombuffer(frames.tobytes(), dtype=np.uint8)

@@ -11,6 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import rlmesh
+from _message_form import messages
 from _serve_fakes import run
 from rlmesh import _rlmesh as b3
 
@@ -50,10 +51,10 @@ class Recording(RuntimeEnv):
         self.completed: list[env_pb2.EpisodeMetadata] = []
 
     async def reset(self, request: env_pb2.ResetRequest) -> RuntimeEnvReset:
-        return await self.env.reset(request)
+        return await messages(self.env).reset(request)
 
     async def step(self, request: env_pb2.StepRequest) -> RuntimeEnvStep:
-        result = await self.env.step(request)
+        result = await messages(self.env).step(request)
         self.completed.extend(result.response.completed_episodes)
         return result
 
