@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlmesh_gym.runtime.message_form import as_message_env, as_message_model, is_array_env
+from rlmesh_gym.runtime.message_form import as_message_env, as_message_model
+from rlmesh_gym.runtime.seams import is_array_env
 
 _ATTRIBUTE = "_test_message_form"
 

@@ -24,8 +24,7 @@ import gymnasium
 from rlmesh_gym.envs.env_ids import UnknownEnvIdError, unknown_env_id
 from rlmesh_gym.envs.gym_vector import GymVectorEnv, check_num_envs, parse_vectorization
 from rlmesh_gym.runtime.autoreset import AutoresetMode
-from rlmesh_gym.runtime.message_form import is_array_env
-from rlmesh_gym.runtime.seams import is_runtime_env
+from rlmesh_gym.runtime.seams import is_array_env, is_runtime_env
 
 __all__ = ["EVALUATION_AUTORESET", "EnvBuildError", "ResolvedEnv", "make_env", "make_gym_env", "resolve_env"]
 
@@ -144,7 +143,7 @@ def resolve_env(
       (default ``next_step``), ``vectorization`` (default ``sync``) and ``env_kwargs``; owned;
     * a ``gymnasium.Env`` or ``gymnasium.vector.VectorEnv``: wrapped in ``GymVectorEnv``; not owned;
     * a ``GymVectorEnv`` or any other array-form env
-      (:func:`~rlmesh_gym.runtime.message_form.is_array_env`), or a message-form ``RuntimeEnv``
+      (:func:`~rlmesh_gym.runtime.seams.is_array_env`), or a message-form ``RuntimeEnv``
       (:func:`~rlmesh_gym.runtime.seams.is_runtime_env`, e.g. a remote env): used as is; not owned.
 
     For an env that already exists, ``num_envs`` / ``autoreset`` default to its own and must

@@ -17,7 +17,6 @@ loop (Jupyter) alike.
 
 from __future__ import annotations
 
-import inspect
 import sys
 import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -42,6 +41,7 @@ from rlmesh_gym.runtime.seams import (
     EnvStepBatch,
     RendersFrames,
     RuntimeEnv,
+    is_array_env,
     is_runtime_env,
 )
 from rlmesh_gym.spaces.batch import SpaceBatch
@@ -93,9 +93,7 @@ class _Session:
             self.action_space = gym_space(contract.action_space, name="action_space")
             self.mode = AutoresetMode.from_wire(contract.autoreset_mode)
             self.port: ArrayRuntimeEnv = (
-                env
-                if _is_array_env(env)
-                else MessageEnvPort(env, self.observation_codec, self.num_envs, 0, 0)
+                env if is_array_env(env) else MessageEnvPort(env, self.observation_codec, self.num_envs, 0, 0)
             )
         except BaseException:
             try:
@@ -456,14 +454,8 @@ class RlmeshEnv(gymnasium.Env):
             raise RuntimeError(f"{operation} on a closed {type(self).__name__}")
 
 
-def _is_array_env(obj: object) -> bool:
-    return hasattr(obj, "contract") and all(
-        inspect.iscoroutinefunction(getattr(obj, name, None)) for name in ("reset_arrays", "step_arrays")
-    )
-
-
 def _is_env(obj: object) -> bool:
-    return _is_array_env(obj) or is_runtime_env(obj)
+    return is_array_env(obj) or is_runtime_env(obj)
 
 
 def _lane_seeds(seed: int | Sequence[int | None] | None, n: int) -> list[int | None]:

@@ -19,8 +19,7 @@ from rlmesh_gym._audience import fix
 from rlmesh_gym._regular_file import require_regular_file
 from rlmesh_gym._user_code import running_user_code
 from rlmesh_gym.proto import env_pb2
-from rlmesh_gym.runtime.message_form import is_array_model
-from rlmesh_gym.runtime.seams import BindableModel, is_runtime_model
+from rlmesh_gym.runtime.seams import BindableModel, is_array_model, is_runtime_model
 
 __all__ = [
     "default_policy",

@@ -17,7 +17,6 @@ Infos and ``final_info`` become ``MetaMap`` messages here and nowhere else.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -40,6 +39,8 @@ from rlmesh_gym.runtime.seams import (
     RuntimeEnvStep,
     RuntimeModel,
     RuntimeModelPrediction,
+    is_array_env,
+    is_array_model,
     is_runtime_env,
     is_runtime_model,
 )
@@ -60,8 +61,6 @@ __all__ = [
     "episode_metadata",
     "expect_result",
     "final_info_message",
-    "is_array_env",
-    "is_array_model",
     "meta_map",
     "reset_batch",
     "reset_response",
@@ -373,26 +372,13 @@ class MessageModelPort:
         """End the route on the model behind the port."""
         await require_awaitable(self.model.close_route(request, timeout), "model.close_route")
 
+
 # -- array-form adapters seen through the message form ----------------------------------------
 # The in-process adapters (GymVectorEnv, the policies) implement only the array form; a gRPC
 # server, or a user who wants messages, wraps them here.
 
 # The optional capabilities (runtime.seams) an adapter passes through from the env it wraps.
 _ENV_CAPABILITIES = frozenset({"drain_episodes", "render_frames", "episode_ids", "num_envs"})
-
-
-def is_array_env(obj: object) -> bool:
-    """Whether ``obj`` is a ready array-form env: ``reset_arrays`` and ``step_arrays`` are
-    ``async def`` methods and it has a ``contract`` (e.g. :class:`~rlmesh_gym.envs.GymVectorEnv`)."""
-    return hasattr(obj, "contract") and all(
-        inspect.iscoroutinefunction(getattr(obj, name, None)) for name in ("reset_arrays", "step_arrays")
-    )
-
-
-def is_array_model(obj: object) -> bool:
-    """Whether ``obj`` is a ready array-form model: ``predict_arrays`` is an ``async def`` method
-    (e.g. :class:`~rlmesh_gym.policies.TorchPolicy`)."""
-    return inspect.iscoroutinefunction(getattr(obj, "predict_arrays", None))
 
 
 def as_message_env(env: object) -> RuntimeEnv:

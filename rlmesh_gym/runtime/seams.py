@@ -54,6 +54,8 @@ __all__ = [
     "RunsInline",
     "TracksEpisodeIds",
     "has_array_form",
+    "is_array_env",
+    "is_array_model",
     "is_runtime_env",
     "is_runtime_model",
 ]
@@ -132,8 +134,10 @@ class RuntimeModel(Protocol):
         return None
 
 
-_ENV_FORMS = (("reset_arrays", "step_arrays"), ("reset", "step"))
-_MODEL_FORMS = (("predict_arrays",), ("predict",))
+_ENV_MESSAGE_FORM = ("reset", "step")
+_ENV_ARRAY_FORM = ("reset_arrays", "step_arrays")
+_MODEL_MESSAGE_FORM = ("predict",)
+_MODEL_ARRAY_FORM = ("predict_arrays",)
 
 
 def _has_coroutines(obj: object, names: tuple[str, ...]) -> bool:
@@ -141,9 +145,8 @@ def _has_coroutines(obj: object, names: tuple[str, ...]) -> bool:
 
 
 def is_runtime_env(obj: object) -> bool:
-    """Whether ``obj`` is a ready env, in either form: ``reset_arrays``/``step_arrays`` or
-    ``reset``/``step`` are ``async def`` methods, and it has a ``contract``
-    (docs/design/runtime.md#seam-rule).
+    """Whether ``obj`` is a ready message-form env: ``reset`` and ``step`` are ``async def``
+    methods and it has a ``contract`` (docs/design/runtime.md#seam-rule).
 
     ``isinstance(obj, RuntimeEnv)`` is not this test: a runtime-checkable protocol checks only
     that the names exist, and a plain ``gymnasium.Env`` has ``reset``, ``step`` and ``close`` too.
@@ -158,27 +161,38 @@ def is_runtime_env(obj: object) -> bool:
     >>> is_runtime_env(GymnasiumLike()), is_runtime_env(Env())
     (False, True)
     """
-    return hasattr(obj, "contract") and any(_has_coroutines(obj, names) for names in _ENV_FORMS)
+    return hasattr(obj, "contract") and _has_coroutines(obj, _ENV_MESSAGE_FORM)
+
+
+def is_array_env(obj: object) -> bool:
+    """Whether ``obj`` is a ready array-form env: ``reset_arrays`` and ``step_arrays`` are
+    ``async def`` methods and it has a ``contract`` (e.g. :class:`~rlmesh_gym.envs.GymVectorEnv`)."""
+    return hasattr(obj, "contract") and _has_coroutines(obj, _ENV_ARRAY_FORM)
 
 
 def is_runtime_model(obj: object) -> bool:
-    """Whether ``obj`` is a ready model, in either form: ``predict_arrays`` or ``predict`` is an
-    ``async def`` method (docs/design/runtime.md#seam-rule). A plain callable or an
-    ``nn.Module`` is not one.
+    """Whether ``obj`` is a ready message-form model: ``predict`` is an ``async def`` method
+    (docs/design/runtime.md#seam-rule). A plain callable or an ``nn.Module`` is not one.
 
     >>> class Model:
     ...     async def predict(self, request): ...
     >>> is_runtime_model(Model()), is_runtime_model(lambda observations: observations)
     (True, False)
     """
-    return any(_has_coroutines(obj, names) for names in _MODEL_FORMS)
+    return _has_coroutines(obj, _MODEL_MESSAGE_FORM)
+
+
+def is_array_model(obj: object) -> bool:
+    """Whether ``obj`` is a ready array-form model: ``predict_arrays`` is an ``async def`` method
+    (e.g. :class:`~rlmesh_gym.policies.TorchPolicy`)."""
+    return _has_coroutines(obj, _MODEL_ARRAY_FORM)
 
 
 def has_array_form(peer: object) -> bool:
     """Whether an env or model has the array form (``reset_arrays``/``step_arrays`` or
     ``predict_arrays`` as ``async def`` methods); the driver uses it as it is, and sees any
     other peer through :mod:`rlmesh_gym.runtime.message_form`."""
-    return _has_coroutines(peer, _ENV_FORMS[0]) or _has_coroutines(peer, _MODEL_FORMS[0])
+    return _has_coroutines(peer, _ENV_ARRAY_FORM) or _has_coroutines(peer, _MODEL_ARRAY_FORM)
 
 
 # -- optional capabilities ----------------------------------------------------------------------

@@ -9,8 +9,14 @@ from rlmesh_gym.envs import GymVectorEnv
 from rlmesh_gym.policies import CallablePolicy, RandomPolicy
 from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.runtime import MessageFormEnv, MessageFormModel, is_runtime_env, is_runtime_model
-from rlmesh_gym.runtime.message_form import is_array_env, is_array_model
-from rlmesh_gym.runtime.seams import BindableModel, DrainsEpisodes, RendersFrames, TracksEpisodeIds
+from rlmesh_gym.runtime.seams import (
+    BindableModel,
+    DrainsEpisodes,
+    RendersFrames,
+    TracksEpisodeIds,
+    is_array_env,
+    is_array_model,
+)
 
 
 class _AsyncEnvWithoutContract:
