@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch import nn
 
-from rlmesh_gym.evaluation import evaluate
+from rlmesh_gym.evaluation import EvaluationOptions, evaluate
 
 pytestmark = pytest.mark.torch  # (tests/conftest.py)
 CLI = [sys.executable, "-m", "rlmesh_gym"]
@@ -75,8 +75,9 @@ def _returns(result) -> list[float]:
     return [episode.episode_return for episode in result.episodes]
 
 
-def _evaluate(policy, **options):
-    return evaluate("CartPole-v1", policy, episodes=6, num_envs=2, seed=3, progress=False, **options)
+def _evaluate(policy, allow_pickle: bool = False):
+    options = EvaluationOptions(allow_pickle=allow_pickle)
+    return evaluate("CartPole-v1", policy, episodes=6, num_envs=2, seed=3, progress=False, options=options)
 
 
 def test_a_benign_program_loads_and_evaluates_as_the_module_does(tmp_path: Path) -> None:
