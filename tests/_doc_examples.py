@@ -18,11 +18,16 @@ writes (``run.rec``, ``result.json``) land in the temporary directory. The virtu
 
 Output comparison ignores what legitimately varies between runs: episode ids (UUIDs), the values
 on speed lines (``env-steps/s``, ``per vector step``, ...) and trailing blanks.
+
+A block that names a fixed local port (``127.0.0.1:50051``) runs holding a machine-wide lock on
+that port (a file under the temporary directory), so the servers of two blocks never meet: not
+on two pytest-xdist workers, not in two checkouts' suites running at once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
 import os
 import re
@@ -46,6 +51,7 @@ EXAMPLE_TIMEOUT = 600.0  # pytest-timeout for one example (a page's training run
 
 # Summary lines whose values are measurements: only the label is compared.
 VARYING_LINE_LABELS = ("env-steps/s", "env-steps", "per vector step", "resets")
+_FIXED_LOCAL_PORT = re.compile(r"(?:127\.0\.0\.1|localhost|\[::1\]):([1-9][0-9]*)")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _VARYING_LINE = re.compile(
     r"^(\s*(?:" + "|".join(re.escape(label) for label in VARYING_LINE_LABELS) + r"))\s.*$"
@@ -66,6 +72,22 @@ def _check_output(expected: str, actual: str, what: str) -> str | None:
     if want == got:
         return None
     return f"{what}: the output differs from the one the page shows.\n--- page\n{want}\n--- actual\n{got}"
+
+
+def fixed_ports(text: str) -> set[int]:
+    """The fixed local ports ``text`` names (``127.0.0.1:0``, any free port, is not one)."""
+    return {int(port) for port in _FIXED_LOCAL_PORT.findall(text)}
+
+
+@contextlib.contextmanager
+def _holding_ports(ports: Iterable[int]) -> Iterator[None]:
+    """Hold the machine-wide lock of each port (in port order, so two holders never deadlock)."""
+    with contextlib.ExitStack() as locks:
+        for port in sorted(ports):
+            path = Path(tempfile.gettempdir()) / f"rlmesh-gym-port-{port}.lock"
+            lock = locks.enter_context(open(path, "a"))
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 @dataclass(frozen=True)
@@ -101,7 +123,7 @@ class _Page:
         """Runs a bash script in the page's directory; background jobs it leaves are stopped."""
         # Output goes to a file, not a pipe: a background server that outlives the script would
         # hold a pipe open and block the read.
-        with tempfile.TemporaryFile(mode="w+") as output:
+        with _holding_ports(fixed_ports(script)), tempfile.TemporaryFile(mode="w+") as output:
             process = subprocess.Popen(
                 ["bash", "-euo", "pipefail", "-c", script],
                 cwd=self.directory,
@@ -213,6 +235,11 @@ class ExampleParser:
             elif block.language == "console":
                 list(_console_commands(block.source))  # a malformed transcript fails at collection
                 yield Region(block.start, block.end, block.source, _console_evaluator)
+
+
+def runs_processes(example: Example) -> bool:
+    """Whether the example runs shell commands (real processes: the CLI, servers, scripts)."""
+    return example.region.evaluator in (_bash_evaluator, _console_evaluator)
 
 
 def _set_up_page(namespace: dict[str, Any]) -> None:

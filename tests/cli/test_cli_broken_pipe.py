@@ -13,6 +13,8 @@ import pytest
 
 from rlmesh_gym.cli import EXIT_BROKEN_PIPE
 
+pytestmark = pytest.mark.slow  # a real CLI process per test
+
 CLI = [sys.executable, "-m", "rlmesh_gym"]
 
 

@@ -42,6 +42,7 @@ def state_dict_file(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_the_console_script_imports_a_policy_module_from_the_working_directory(tmp_path):
     (tmp_path / "my_policies.py").write_text(
         textwrap.dedent(

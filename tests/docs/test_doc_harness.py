@@ -6,11 +6,12 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
-from _doc_examples import normalize_output
+from _doc_examples import _Page, fixed_ports, normalize_output
 
 TESTS = Path(__file__).resolve().parent.parent
 
@@ -144,3 +145,16 @@ def test_run_to_run_variation_is_ignored_and_nothing_else():
     run = "  env-steps/s       12,001\nid 8c77b523-8411-4f33-a8b6-04e309bda733  500.0\n"
     assert normalize_output(page) == normalize_output(run)
     assert normalize_output("mean return  500.00") != normalize_output("mean return  499.00")
+
+
+def test_a_block_that_names_a_fixed_port_runs_holding_that_ports_lock(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the port locks live
+    lock = tmp_path / "rlmesh-gym-port-50999.lock"
+    probe = f"flock --nonblock {lock} true && echo free || echo held"
+    page = _Page()
+    try:
+        assert fixed_ports("serve 127.0.0.1:50999 and localhost:50998, not 127.0.0.1:0") == {50999, 50998}
+        assert page.shell(f"{probe}  # serves on 127.0.0.1:50999").stdout.strip() == "held"
+        assert page.shell(probe).stdout.strip() == "free"  # released after the block, not named here
+    finally:
+        page.close()

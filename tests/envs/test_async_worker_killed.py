@@ -45,6 +45,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("victim", [0, 2])
 def test_killing_one_async_worker_ends_evaluate_and_leaves_no_worker_running(victim):
     result = subprocess.run(

@@ -27,6 +27,7 @@ def test_there_are_notebooks():
     assert [path.name for path in NOTEBOOKS] == ["compare_policies.ipynb", "explore_episodes.ipynb"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
 def test_notebook_executes_without_errors(path, monkeypatch):

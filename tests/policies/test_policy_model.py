@@ -212,6 +212,7 @@ def test_seed_must_be_a_non_negative_int() -> None:
             RandomPolicy(seed)
 
 
+@pytest.mark.slow
 def test_the_package_imports_neither_torch_nor_gymnasium() -> None:
     script = (
         "import sys; import rlmesh_gym.policies as p; "

@@ -117,6 +117,7 @@ def test_mlp_rejects_observations_of_the_wrong_width() -> None:
         MLPPolicy()(torch.zeros((3, 5)))
 
 
+@pytest.mark.slow
 def test_pretrained_module_does_not_import_gymnasium() -> None:
     code = (
         "import sys, rlmesh_gym.policies.pretrained as m; m.load_pretrained(); "

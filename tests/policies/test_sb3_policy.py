@@ -17,7 +17,7 @@ from rlmesh_gym.evaluation import evaluate
 from rlmesh_gym.policies import SB3Policy
 from rlmesh_gym.spaces import space_spec
 
-pytestmark = pytest.mark.sb3  # (tests/conftest.py)
+pytestmark = [pytest.mark.sb3, pytest.mark.slow]  # sb3: tests/conftest.py; slow: trains a PPO first
 
 
 @pytest.fixture(scope="module")

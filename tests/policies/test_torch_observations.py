@@ -163,6 +163,7 @@ def test_read_only_arrays_are_copied_when_small_and_shared_when_large() -> None:
     assert _tensor_from_array(writable).data_ptr() == writable.ctypes.data
 
 
+@pytest.mark.slow
 def test_large_observations_are_zero_copy_without_warnings_or_leaked_filters() -> None:
     # A fresh interpreter: torch warns about non-writable arrays only once per process.
     script = textwrap.dedent(

@@ -222,6 +222,7 @@ def _load_outcome(path):
     return ("loaded", recording.partial, bool(warned))
 
 
+@pytest.mark.slow
 @pytest.mark.notebook  # its loaded recordings are read back through to_pandas (pandas)
 @pytest.mark.parametrize("kind", ["box", "nested"])
 def test_flipped_bytes_give_a_format_error_or_a_partial_load_with_a_warning(kind, tmp_path):

@@ -198,6 +198,7 @@ def test_serve_env_stops_itself_after_the_idle_shutdown():
     assert port_is_free(int(address.rsplit(":", 1)[1]))
 
 
+@pytest.mark.slow
 @pytest.mark.torch
 def test_serve_policy_refuses_a_policy_that_cannot_act_in_the_env_before_serving():
     served = Served("serve-policy", "--env-id", "MountainCar-v0", "--address", "127.0.0.1:0")

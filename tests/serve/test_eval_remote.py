@@ -126,7 +126,11 @@ def test_eval_remote_errors_are_named(capsys):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    code, _, err = eval_json(["--env-address", f"127.0.0.1:{port}", "--episodes", "1"], capsys)
+    # Nothing listens there: the error comes when the connect timeout ends. Waiting out the 30 s
+    # default would prove nothing more than its value does.
+    assert build_parser().parse_args(["eval"]).connect_timeout == 30.0
+    argv = ["--env-address", f"127.0.0.1:{port}", "--episodes", "1", "--connect-timeout", "0.5"]
+    code, _, err = eval_json(argv, capsys)
     assert code == 1 and "no server answered" in err and f"127.0.0.1:{port}" in err
     code, _, err = eval_json(["--env-address", "nowhere", "--episodes", "1"], capsys)
     assert code == 2 and "expected 'HOST:PORT'" in err

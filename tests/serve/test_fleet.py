@@ -17,6 +17,8 @@ from rlmesh_gym.evaluation import EvaluationError, EvaluationOptions, evaluate, 
 from rlmesh_gym.recording import load_recording
 from rlmesh_gym.runtime import RuntimeHooks
 
+pytestmark = pytest.mark.slow  # env server processes
+
 LANES = (2, 1, 3)  # lane counts of the three servers: fleet lanes 0-1, 2, 3-5
 SEED = 11
 

@@ -34,6 +34,7 @@ def step_request(action: int) -> env_pb2.StepRequest:
     return request
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_serve_env_answers_and_stops_while_the_env_hangs_in_step(signum):
     served = Served("serve-env", "_hanging:HangingStep-v0", "--address", "127.0.0.1:0", env=ENV)
@@ -68,6 +69,7 @@ def test_serve_env_answers_and_stops_while_the_env_hangs_in_step(signum):
     assert port_is_free(int(address.rsplit(":", 1)[1]))
 
 
+@pytest.mark.slow
 def test_serve_policy_answers_other_streams_and_stops_while_predict_hangs():
     served = Served("serve-policy", "_hanging:hanging_policy", "--address", "127.0.0.1:0", env=ENV)
     contract = GymVectorEnv.make("CartPole-v1", num_envs=1).contract

@@ -67,6 +67,7 @@ def test_ctrl_c_while_connecting_to_a_server_that_never_answers_exits_130_at_onc
     assert err.splitlines() == ["rlmesh-gym: error: interrupted"], err
 
 
+@pytest.mark.slow
 @pytest.mark.torch  # the shipped policy / every public module, torch included
 def test_ctrl_c_during_a_remote_eval_exits_130_quietly_and_the_server_keeps_serving(
     tmp_path, no_leaked_threads

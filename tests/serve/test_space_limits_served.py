@@ -34,6 +34,7 @@ def box_contract(shape: list[int]) -> env_pb2.EnvContract:
     return contract
 
 
+@pytest.mark.slow
 @pytest.mark.torch  # the shipped policy / every public module, torch included
 def test_serve_policy_refuses_huge_declared_spaces_without_allocating_and_keeps_serving(no_leaked_threads):
     # 16000 x 16000 float64: 2 GB per bound side if anything were built for it (the 238-byte attack).

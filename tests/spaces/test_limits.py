@@ -176,6 +176,7 @@ def run_capped(code: str, headroom_mb: int = 256) -> subprocess.CompletedProcess
     )
 
 
+@pytest.mark.slow
 @pytest.mark.torch
 def test_huge_declared_spaces_are_refused_without_allocating_them():
     result = run_capped(
