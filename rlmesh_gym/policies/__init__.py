@@ -1,4 +1,4 @@
-"""Policies as rlmesh ``RuntimeModel`` peers.
+"""Policies as rlmesh runtime models.
 
 * ``TorchPolicy``: any PyTorch module, TorchScript module or callable on tensors (needs torch;
   imported on first use, so this package works without torch).
@@ -9,7 +9,9 @@
 * ``MLPPolicy``, ``load_pretrained``, ``PRETRAINED``: the shipped trained policies (need torch).
 
 Spaces come from the ``EnvContract`` (never from gymnasium objects); every policy can be
-built without one and given it later with ``bind(contract)``.
+built without one and given it later with ``bind(contract)``. Each implements the array form
+of the model seam (``predict_arrays``, what the driver calls); for the message form wrap it in
+:class:`~rlmesh_gym.runtime.message_form.MessageFormModel`.
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def check_seed(seed: object, owner: str) -> int | None:
 
 
 class PolicyModel(ABC, Generic[RngT]):
-    """Base of the policy adapters (not public): spaces, ``bind``, ``predict_arrays`` and ``close_route``.
+    """Base of the policy adapters (not public): spaces, ``bind``, request checks and ``close_route``.
 
     Routes: the policy object serves any number of routes. It owns one random stream per
     ``(session_id, route_id)``, created on the route's first predict from
