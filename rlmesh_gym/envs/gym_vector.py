@@ -40,6 +40,7 @@ from rlmesh_gym.envs.env_ids import unknown_env_id
 from rlmesh_gym.envs.episodes import LaneEpisodes
 from rlmesh_gym.envs.one_lane import OneLaneVector, lane_zero_info
 from rlmesh_gym.envs.reset_plan import EnvResetShape, InvalidReset, ResetPlan, plan_reset
+from rlmesh_gym.envs.seed_width import SeedWidth, lane_reset_probe
 from rlmesh_gym.proto import env_pb2, spaces_pb2
 from rlmesh_gym.runtime.autoreset import AutoresetMode
 from rlmesh_gym.runtime.errors import EnvRpcError
@@ -162,6 +163,7 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
         # for their single RNG and may ignore reset_mask.
         per_lane_resets = not vector or isinstance(env.unwrapped, (SyncVectorEnv, AsyncVectorEnv))
         self._warned_single_seed = False
+        self._seed_width = SeedWidth(lane_reset_probe(env))  # 64-bit or 32-bit seeds (seed_width.py)
         self._mode = _resolve_autoreset_mode(env, vector, autoreset_mode)
         if (
             isinstance(env, AsyncVectorEnv)
@@ -359,7 +361,7 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
         except Exception as error:
             raise self._env_failed(operation, self._steps_taken, error) from error
         self._failure = None
-        self._episodes.start(plan.lanes, plan.lane_seeds)
+        self._episodes.start(plan.lanes, self._seed_width.given(plan.lane_seeds))
         self._has_reset = True
         self._ready = True
         return EnvResetBatch(
@@ -573,7 +575,11 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
             raise
 
     def _reset_env(self, seed: Any, options: dict[str, Any] | None) -> tuple[Any, Mapping[str, Any]]:
-        return self._lanes.reset(seed=seed, options=options)
+        # A fresh options dict for each try: gymnasium pops "reset_mask" out of the one it gets.
+        lanes = self._lanes
+        return self._seed_width.reset(
+            lambda given: lanes.reset(seed=given, options=None if options is None else dict(options)), seed
+        )
 
     def _observation_batch(self, observation: Any) -> SpaceBatch:
         """The step's observation batch, private to it: a vector env built with ``copy=False``
