@@ -9,7 +9,7 @@ import gymnasium
 
 from rlmesh_gym._audience import fix
 
-__all__ = ["UnknownEnvIdError", "env_spec", "import_env_packages", "unknown_env_id"]
+__all__ = ["UnknownEnvIdError", "env_spec", "import_env_packages", "registered_env_id", "unknown_env_id"]
 
 
 class UnknownEnvIdError(ValueError, gymnasium.error.UnregisteredEnv):
@@ -32,6 +32,15 @@ def unknown_env_id(env_id: str, error: BaseException) -> UnknownEnvIdError:
             f"it first ({fix(f'import {package}', f'--import {package}')})"
         )
     return UnknownEnvIdError(f"unknown env id {env_id!r}: {str(error).rstrip('.')}; {hint}")
+
+
+def registered_env_id(env_id: str) -> str:
+    """The id gymnasium registered, however ``env_id`` is spelled: ``module:EnvId`` gives ``EnvId``.
+
+    >>> registered_env_id("minigrid:MiniGrid-Empty-5x5-v0"), registered_env_id("CartPole-v1")
+    ('MiniGrid-Empty-5x5-v0', 'CartPole-v1')
+    """
+    return env_id.rpartition(":")[2]
 
 
 def env_spec(env_id: str) -> gymnasium.envs.registration.EnvSpec:
