@@ -36,6 +36,7 @@ from gymnasium.vector import AutoresetMode as GymAutoresetMode
 
 from rlmesh_gym._daemon_thread import DaemonThreadExecutor
 from rlmesh_gym.envs._infos import lane_info
+from rlmesh_gym.envs._raise_site import raise_site
 from rlmesh_gym.envs.env_ids import unknown_env_id
 from rlmesh_gym.envs.episodes import LaneEpisodes
 from rlmesh_gym.envs.one_lane import OneLaneVector, lane_zero_info
@@ -730,7 +731,8 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
         return final
 
     def _env_failed(self, operation: str, step: int, error: BaseException) -> EnvRpcError:
-        message = f"{operation}{self._failure_where} raised {type(error).__name__}: {error}"
+        where = self._failure_where
+        message = f"{operation}{where} raised {type(error).__name__}: {error}{raise_site(error)}"
         self._failure = message
         self._ready = False
         failure = EnvRpcError(operation, step, message)
