@@ -9,7 +9,14 @@ import gymnasium
 
 from rlmesh_gym._audience import fix
 
-__all__ = ["UnknownEnvIdError", "env_spec", "import_env_packages", "registered_env_id", "unknown_env_id"]
+__all__ = [
+    "UnknownEnvIdError",
+    "contract_env_id",
+    "env_spec",
+    "import_env_packages",
+    "registered_env_id",
+    "unknown_env_id",
+]
 
 
 class UnknownEnvIdError(ValueError, gymnasium.error.UnregisteredEnv):
@@ -41,6 +48,24 @@ def registered_env_id(env_id: str) -> str:
     ('MiniGrid-Empty-5x5-v0', 'CartPole-v1')
     """
     return env_id.rpartition(":")[2]
+
+
+def contract_env_id(env: gymnasium.Env | gymnasium.vector.VectorEnv) -> str:
+    """The id an env's contract carries: its spec's id; for a ``SyncVectorEnv`` built by hand
+    (no spec), its first env's spec id; else the class name of the env (or of its first env).
+
+    >>> class Walk1D(gymnasium.Env):
+    ...     pass
+    >>> contract_env_id(gymnasium.make("CartPole-v1")), contract_env_id(Walk1D())
+    ('CartPole-v1', 'Walk1D')
+    """
+    spec = getattr(env, "spec", None)
+    if spec is not None and getattr(spec, "id", None):
+        return str(spec.id)
+    unwrapped = env.unwrapped
+    if isinstance(unwrapped, gymnasium.vector.SyncVectorEnv) and unwrapped.envs:
+        return contract_env_id(unwrapped.envs[0])
+    return type(unwrapped).__name__
 
 
 def env_spec(env_id: str) -> gymnasium.envs.registration.EnvSpec:

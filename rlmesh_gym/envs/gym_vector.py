@@ -36,8 +36,9 @@ from gymnasium.vector import AutoresetMode as GymAutoresetMode
 
 from rlmesh_gym._daemon_thread import DaemonThreadExecutor
 from rlmesh_gym.envs._infos import lane_info
+from rlmesh_gym.envs._not_an_env import not_an_env
 from rlmesh_gym.envs._raise_site import raise_site
-from rlmesh_gym.envs.env_ids import unknown_env_id
+from rlmesh_gym.envs.env_ids import contract_env_id, unknown_env_id
 from rlmesh_gym.envs.episodes import LaneEpisodes
 from rlmesh_gym.envs.one_lane import OneLaneVector, lane_zero_info
 from rlmesh_gym.envs.reset_plan import EnvResetShape, InvalidReset, ResetPlan, plan_reset
@@ -63,8 +64,6 @@ from rlmesh_gym.spaces.codec import CodecError, SpaceCodec
 from rlmesh_gym.spaces.meta import MetaConversionError, from_meta_map, to_meta_map
 
 __all__ = ["GymVectorEnv", "parse_autoreset_mode"]
-
-UNKNOWN_ENV_ID = "UnknownEnv-v1"
 
 _VECTORIZATIONS = ("sync", "async")
 _CONTEXT_CLOSE_TIMEOUT = 5.0  # seconds: how long a with-block's close waits for an offloaded close
@@ -153,10 +152,7 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
             num_envs = 1
             observation_space, action_space = env.observation_space, env.action_space
         else:
-            raise TypeError(
-                "GymVectorEnv wraps a gymnasium.vector.VectorEnv or a gymnasium.Env, "
-                f"got {type(env).__name__}"
-            )
+            raise not_an_env(env, "GymVectorEnv wraps a gymnasium.vector.VectorEnv or a gymnasium.Env")
         self._env = env
         self._num_envs = num_envs
         # gymnasium's Sync/AsyncVectorEnv take one seed per lane and honour options["reset_mask"];
@@ -780,9 +776,8 @@ def _build_contract(
     observation_space: Space,
     action_space: Space,
 ) -> env_pb2.EnvContract:
-    spec = getattr(env, "spec", None)
     contract = env_pb2.EnvContract(
-        id=spec.id if spec is not None and getattr(spec, "id", None) else UNKNOWN_ENV_ID,
+        id=contract_env_id(env),
         render_mode=getattr(env, "render_mode", None) or "",
         num_envs=num_envs,
         autoreset_mode=AutoresetMode.parse(mode).wire,

@@ -21,6 +21,7 @@ from typing import Any
 
 import gymnasium
 
+from rlmesh_gym.envs._not_an_env import not_an_env
 from rlmesh_gym.envs.env_ids import UnknownEnvIdError, unknown_env_id
 from rlmesh_gym.envs.gym_vector import GymVectorEnv, check_num_envs, parse_vectorization
 from rlmesh_gym.runtime.autoreset import AutoresetMode
@@ -195,7 +196,8 @@ def _env_id(env: Any, contract_id: str) -> str:
 def _wrap_gymnasium(env: Any) -> GymVectorEnv:
     if isinstance(env, (gymnasium.Env, gymnasium.vector.VectorEnv)):
         return GymVectorEnv(env)
-    raise TypeError(
+    raise not_an_env(
+        env,
         "env must be an env id (str), a gymnasium Env or VectorEnv, a GymVectorEnv, or a RuntimeEnv "
-        f"with a .contract; got {type(env).__module__}.{type(env).__qualname__}"
+        "with a .contract",
     )
