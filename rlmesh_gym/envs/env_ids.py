@@ -95,5 +95,6 @@ def import_env_packages(modules: Iterable[str]) -> None:
             importlib.import_module(module)
         except ImportError as error:
             raise ValueError(
-                f"cannot import env package {module!r}: {error}; install it or check the module name"
+                f"cannot import env package {module!r}: {error}; install the package that provides "
+                "it, or run from the directory that holds it, or add that directory to PYTHONPATH"
             ) from error
