@@ -40,6 +40,7 @@ from rlmesh_gym.envs._not_an_env import not_an_env
 from rlmesh_gym.envs._raise_site import raise_site
 from rlmesh_gym.envs.env_ids import contract_env_id, unknown_env_id
 from rlmesh_gym.envs.episodes import LaneEpisodes
+from rlmesh_gym.envs.headless import quietly_headless
 from rlmesh_gym.envs.one_lane import OneLaneVector, lane_zero_info
 from rlmesh_gym.envs.reset_plan import EnvResetShape, InvalidReset, ResetPlan, plan_reset
 from rlmesh_gym.envs.seed_width import SeedWidth, lane_reset_probe
@@ -527,7 +528,7 @@ class GymVectorEnv(RuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisodeIds):
             bad = [lane for lane in lanes if not 0 <= lane < self._num_envs]
             if bad:
                 raise ValueError(f"render_frames: lanes {bad} do not exist (the env has {self._num_envs})")
-        render = self._render_function(lanes)
+        render = quietly_headless(self._render_function(lanes))
         if self._executor is None:
             rendered = render()
         else:
