@@ -345,6 +345,14 @@ class Recording:
             "length_mean": float(lengths.mean()),
         }
 
+    def summary_lines(self) -> list[tuple[str, str]]:
+        """The summary to show first, as (label, text) lines: the episodes the evaluation counted
+        (its own figures), then every complete episode when some were not counted, then the
+        incomplete ones with what that means."""
+        from rlmesh_gym.recording._summary_lines import summary_lines  # it reads Recording
+
+        return summary_lines(self)
+
     def __repr__(self) -> str:
         return (
             f"Recording({self.path!r}, env_id={self.header.env_id!r}, num_envs={self.header.num_envs}, "
@@ -360,24 +368,14 @@ class Recording:
 
     def _repr_html_(self) -> str:
         header = self.header
-        stats = self.summary()
         facts = [
             ("file", self.path + (" (partial: cut off or damaged)" if self.partial else "")),
             ("env", header.env_id or "(no id)"),
             ("lanes", f"{header.num_envs} (recorded: {header.describe_lanes()})"),
             ("autoreset", header.autoreset_mode),
             ("base seed", header.base_seed),
-            ("episodes", f"{stats['episodes']} complete, {stats['incomplete']} incomplete"),
+            *self.summary_lines(),
         ]
-        if stats["episodes"]:
-            facts.append(
-                (
-                    "return",
-                    f"{stats['return_mean']:.2f} ± {stats['return_std']:.2f} "
-                    f"(min {stats['return_min']:g}, max {stats['return_max']:g})",
-                )
-            )
-            facts.append(("mean length", f"{stats['length_mean']:.1f}"))
         facts_html = "".join(
             f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
             for k, v in facts
