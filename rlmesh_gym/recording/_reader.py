@@ -142,6 +142,8 @@ class RecordedEpisode:
     # From the header: the env's render_fps and the recording's frame stride (for videos and playback).
     render_fps: float | None = None
     frame_stride: int = 1
+    # The recording's frame lanes (None: not known), to say why an episode has no frames.
+    frame_lanes: tuple[int, ...] | None = None
 
     @property
     def complete(self) -> bool:
@@ -739,10 +741,17 @@ def _assemble(
     ]
     render_fps = header.render_fps
     frame_stride = header.options.get("frame_stride")
+    frame_lanes = header.options.get("frame_lanes")
+    known_lanes = (
+        tuple(frame_lanes)
+        if isinstance(frame_lanes, list) and all(_is_int(lane) for lane in frame_lanes)
+        else None
+    )
     for episode in (*episodes, *incomplete):
         episode.render_fps = render_fps
         if _is_int(frame_stride) and frame_stride >= 1:
             episode.frame_stride = frame_stride
+        episode.frame_lanes = known_lanes
     return Recording(filename, header, episodes, incomplete, sessions, ends, partial)
 
 
