@@ -372,11 +372,11 @@ class Recording:
         header = self.header
         facts = [
             ("file", self.path + (" (partial: cut off or damaged)" if self.partial else "")),
+            *self.summary_lines(),  # the evaluation's figures first
             ("env", header.env_id or "(no id)"),
             ("lanes", f"{header.num_envs} (recorded: {header.describe_lanes()})"),
             ("autoreset", header.autoreset_mode),
             ("base seed", header.base_seed),
-            *self.summary_lines(),
         ]
         facts_html = "".join(
             f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
