@@ -13,6 +13,13 @@ from _parallel import FileScheduling, slow_files_first
 pytest_collect_file = doc_examples(path=str(Path(__file__).parent)).pytest()
 
 
+def pytest_ignore_collect(collection_path: Path) -> bool | None:
+    """A ``conftest.py`` is never collected as a doctest module: ``--doctest-modules`` would import
+    every one of them as the module ``conftest``, and two test directories given in one command
+    (``pytest tests/serve tests/recording``) would collide. pytest still loads them as conftests."""
+    return True if collection_path.name == "conftest.py" else None
+
+
 @pytest.fixture(autouse=True)
 def _docstring_examples_run_in_a_scratch_directory(request: pytest.FixtureRequest) -> None:
     """Examples write files such as ``run.rec``; they land in a fresh temporary directory."""

@@ -53,6 +53,20 @@ def add_output_arguments(parser: argparse.ArgumentParser, *, record_metavar: str
     parser.add_argument("--json", action="store_true", help="print the result as JSON instead of tables")
     parser.add_argument("--record", default=None, metavar=record_metavar, help=record_help)
     parser.add_argument(
+        "--frame-lanes",
+        default=None,
+        metavar="LANES",
+        help="with --record: also record the rendered frames of these lanes, comma-separated (0 or 0,2); "
+        "the env is built with render_mode=rgb_array",
+    )
+    parser.add_argument(
+        "--frame-stride",
+        type=int,
+        default=None,
+        metavar="K",
+        help="with --frame-lanes: record a frame every K-th step of an episode (default: 1, every step)",
+    )
+    parser.add_argument(
         "--max-steps",
         type=int,
         default=None,
@@ -75,7 +89,51 @@ def check_episode_arguments(args: argparse.Namespace, *, min_episodes: int, why:
         return f"--num-envs must be at least 1, got {args.num_envs}"
     if args.max_steps is not None and args.max_steps < 1:
         return f"--max-steps must be at least 1, got {args.max_steps}"
+    return _frame_problem(args)
+
+
+def _frame_lanes(text: str) -> list[int] | None:
+    try:
+        lanes = [int(part) for part in text.split(",")]
+    except ValueError:
+        return None
+    return lanes if all(lane >= 0 for lane in lanes) and len(set(lanes)) == len(lanes) else None
+
+
+def _frame_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with ``--frame-lanes`` or ``--frame-stride``, or ``None``."""
+    if args.frame_lanes is None:
+        return (
+            "--frame-stride needs --frame-lanes (the lanes whose frames are recorded)"
+            if (args.frame_stride is not None)
+            else None
+        )
+    if args.record is None:
+        return "--frame-lanes needs --record FILE (frames are stored in the recording)"
+    lanes = _frame_lanes(args.frame_lanes)
+    if lanes is None:
+        return (
+            "--frame-lanes must be distinct lane numbers >= 0 separated by commas (0 or 0,2), "
+            f"got {args.frame_lanes!r}"
+        )
+    too_high = [lane for lane in lanes if lane >= args.num_envs]
+    if too_high and not getattr(args, "env_address", None):
+        last = args.num_envs - 1
+        return f"--frame-lanes {too_high} do not exist: lanes are 0..{last} (--num-envs {args.num_envs})"
+    if args.frame_stride is not None and args.frame_stride < 1:
+        return f"--frame-stride must be at least 1, got {args.frame_stride}"
     return None
+
+
+def _record(args: argparse.Namespace) -> Any:
+    """``--record``, with the frame options as :class:`~rlmesh_gym.recording.RecordingOptions`."""
+    if args.frame_lanes is None:
+        return args.record
+    from rlmesh_gym.recording import RecordingOptions
+
+    lanes = _frame_lanes(args.frame_lanes)
+    assert lanes is not None  # checked by check_episode_arguments
+    return RecordingOptions(args.record, frame_lanes=lanes, frame_stride=args.frame_stride or 1)
 
 
 def run_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -83,7 +141,7 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
     options give (the rest go in :func:`evaluation_options`)."""
     return {
         "progress": not (args.no_progress or args.json),
-        "record": args.record,
+        "record": _record(args),
         "device": args.device,
     }
 

@@ -106,14 +106,8 @@ def _render(recording: Any, limit: int | None) -> str:
     if hidden > 0:
         lines.append(f"... {hidden} more episode(s) (use --limit to show more)")
     lines.append("")
-    stats = recording.summary()
-    lines.append(f"episodes    {stats['episodes']} complete, {stats['incomplete']} incomplete")
-    if stats["episodes"]:
-        lines.append(
-            f"return      mean {stats['return_mean']:.2f}  std {stats['return_std']:.2f}  "
-            f"min {stats['return_min']:g}  max {stats['return_max']:g}"
-        )
-        lines.append(f"length      mean {stats['length_mean']:.1f}")
+    for label, text in recording.summary_lines():
+        lines.append(f"{label:<11} {text}")
     return "\n".join(lines)
 
 

@@ -16,14 +16,13 @@ from gymnasium.spaces import Space
 from gymnasium.vector import AutoresetMode as GymAutoresetMode
 from gymnasium.vector import VectorEnv
 
+from rlmesh_gym.envs.env_ids import contract_env_id
 from rlmesh_gym.proto import env_pb2, spaces_pb2
 from rlmesh_gym.runtime.autoreset import AutoresetMode
 from rlmesh_gym.spaces import space_spec
 from rlmesh_gym.spaces.meta import MetaConversionError, to_meta_map
 
-__all__ = ["UNKNOWN_ENV_ID", "autoreset_mode_of", "build_contract", "parse_autoreset_mode"]
-
-UNKNOWN_ENV_ID = "UnknownEnv-v1"
+__all__ = ["autoreset_mode_of", "build_contract", "parse_autoreset_mode"]
 
 
 def parse_autoreset_mode(value: GymAutoresetMode | AutoresetMode | str) -> GymAutoresetMode:
@@ -78,9 +77,8 @@ def build_contract(
     action_space: Space,
 ) -> env_pb2.EnvContract:
     """The ``EnvContract`` of ``env``: id, per-lane spaces, metadata, render mode, lanes, mode."""
-    spec = getattr(env, "spec", None)
     contract = env_pb2.EnvContract(
-        id=spec.id if spec is not None and getattr(spec, "id", None) else UNKNOWN_ENV_ID,
+        id=contract_env_id(env),
         render_mode=getattr(env, "render_mode", None) or "",
         num_envs=num_envs,
         autoreset_mode=AutoresetMode.parse(mode).wire,

@@ -10,7 +10,14 @@ import gymnasium
 from rlmesh_gym._audience import fix
 from rlmesh_gym._user_code import running_user_code
 
-__all__ = ["UnknownEnvIdError", "env_spec", "import_env_packages", "unknown_env_id"]
+__all__ = [
+    "UnknownEnvIdError",
+    "contract_env_id",
+    "env_spec",
+    "import_env_packages",
+    "registered_env_id",
+    "unknown_env_id",
+]
 
 
 class UnknownEnvIdError(ValueError, gymnasium.error.UnregisteredEnv):
@@ -33,6 +40,33 @@ def unknown_env_id(env_id: str, error: BaseException) -> UnknownEnvIdError:
             f"it first ({fix(f'import {package}', f'--import {package}')})"
         )
     return UnknownEnvIdError(f"unknown env id {env_id!r}: {str(error).rstrip('.')}; {hint}")
+
+
+def registered_env_id(env_id: str) -> str:
+    """The id gymnasium registered, however ``env_id`` is spelled: ``module:EnvId`` gives ``EnvId``.
+
+    >>> registered_env_id("minigrid:MiniGrid-Empty-5x5-v0"), registered_env_id("CartPole-v1")
+    ('MiniGrid-Empty-5x5-v0', 'CartPole-v1')
+    """
+    return env_id.rpartition(":")[2]
+
+
+def contract_env_id(env: gymnasium.Env | gymnasium.vector.VectorEnv) -> str:
+    """The id an env's contract carries: its spec's id; for a ``SyncVectorEnv`` built by hand
+    (no spec), its first env's spec id; else the class name of the env (or of its first env).
+
+    >>> class Walk1D(gymnasium.Env):
+    ...     pass
+    >>> contract_env_id(gymnasium.make("CartPole-v1")), contract_env_id(Walk1D())
+    ('CartPole-v1', 'Walk1D')
+    """
+    spec = getattr(env, "spec", None)
+    if spec is not None and getattr(spec, "id", None):
+        return str(spec.id)
+    unwrapped = env.unwrapped
+    if isinstance(unwrapped, gymnasium.vector.SyncVectorEnv) and unwrapped.envs:
+        return contract_env_id(unwrapped.envs[0])
+    return type(unwrapped).__name__
 
 
 def env_spec(env_id: str) -> gymnasium.envs.registration.EnvSpec:
@@ -64,5 +98,6 @@ def import_env_packages(modules: Iterable[str]) -> None:
                 importlib.import_module(module)
         except ImportError as error:
             raise ValueError(
-                f"cannot import env package {module!r}: {error}; install it or check the module name"
+                f"cannot import env package {module!r}: {error}; install the package that provides "
+                "it, or run from the directory that holds it, or add that directory to PYTHONPATH"
             ) from error

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from rlmesh_gym.envs.headless import quietly_headless
+
 __all__ = ["lane_frames"]
 
 
@@ -32,7 +34,7 @@ def lane_frames(
         bad = [lane for lane in lanes if not 0 <= lane < num_envs]
         if bad:
             raise ValueError(f"render_frames: lanes {bad} do not exist (the env has {num_envs})")
-    rendered = run(_render_function(lanes_env, num_envs, lanes))
+    rendered = run(quietly_headless(_render_function(lanes_env, num_envs, lanes)))
     frames = [None] * num_envs if rendered is None else list(rendered)
     if len(frames) != num_envs:
         raise ValueError(f"env.render() returned {len(frames)} frames for {num_envs} lanes")

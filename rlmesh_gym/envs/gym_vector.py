@@ -40,6 +40,8 @@ from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv, VectorEnv
 from gymnasium.vector import AutoresetMode as GymAutoresetMode
 
 from rlmesh_gym.envs._infos import lane_info
+from rlmesh_gym.envs._not_an_env import not_an_env
+from rlmesh_gym.envs._raise_site import raise_site
 from rlmesh_gym.envs.async_workers import close_vector_env, release_locals
 from rlmesh_gym.envs.contract import autoreset_mode_of, build_contract, parse_autoreset_mode
 from rlmesh_gym.envs.env_ids import unknown_env_id
@@ -48,6 +50,7 @@ from rlmesh_gym.envs.frames import lane_frames
 from rlmesh_gym.envs.offload import EnvCallThread
 from rlmesh_gym.envs.one_lane import OneLaneVector, lane_zero_info
 from rlmesh_gym.envs.reset_plan import EnvResetShape, InvalidReset, ResetPlan, plan_reset
+from rlmesh_gym.envs.seed_width import SeedWidth, lane_reset_probe
 from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.runtime.autoreset import AutoresetMode
 from rlmesh_gym.runtime.errors import EnvRpcError
@@ -154,10 +157,7 @@ class GymVectorEnv(ArrayRuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisode
             num_envs = 1
             observation_space, action_space = env.observation_space, env.action_space
         else:
-            raise TypeError(
-                "GymVectorEnv wraps a gymnasium.vector.VectorEnv or a gymnasium.Env, "
-                f"got {type(env).__name__}"
-            )
+            raise not_an_env(env, "GymVectorEnv wraps a gymnasium.vector.VectorEnv or a gymnasium.Env")
         self._env = env
         self._num_envs = num_envs
         # gymnasium's Sync/AsyncVectorEnv take one seed per lane and honour options["reset_mask"];
@@ -165,6 +165,7 @@ class GymVectorEnv(ArrayRuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisode
         # for their single RNG and may ignore reset_mask.
         per_lane_resets = not vector or isinstance(env.unwrapped, (SyncVectorEnv, AsyncVectorEnv))
         self._warned_single_seed = False
+        self._seed_width = SeedWidth(lane_reset_probe(env))  # 64-bit or 32-bit seeds (seed_width.py)
         self._mode = autoreset_mode_of(env, vector, autoreset_mode)
         if (
             isinstance(env, AsyncVectorEnv)
@@ -341,17 +342,18 @@ class GymVectorEnv(ArrayRuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisode
         plan = self._plan_reset(env_indices, seeds, options)
         lanes = self._lanes
         try:
+            reset = (lanes, self._seed_width, plan.seed, plan.options)
             if self._thread is None:
-                observation, infos = lanes.reset(seed=plan.seed, options=plan.options)
+                observation, infos = _reset_lanes(*reset)
             else:
-                observation, infos = await self._thread.call(_reset, lanes, plan.seed, plan.options)
+                observation, infos = await self._thread.call(_reset_lanes, *reset)
             batch = self._observation_batch(observation)
         except EnvRpcError:
             raise
         except Exception as error:
             raise self._env_failed(operation, self._steps_taken, error) from error
         self._failure = None
-        self._episodes.start(plan.lanes, plan.lane_seeds)
+        self._episodes.start(plan.lanes, self._seed_width.given(plan.lane_seeds))
         self._has_reset = True
         self._ready = True
         return EnvResetBatch(
@@ -641,7 +643,9 @@ class GymVectorEnv(ArrayRuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisode
     def _env_failed(self, operation: str, step: int, error: BaseException) -> EnvRpcError:
         """``error`` (raised by the env or our checks of what it returned) as the env's failure."""
         release_locals(error)
-        message = f"{operation}{self._failure_where} raised {type(error).__name__}: {error}"
+        message = (
+            f"{operation}{self._failure_where} raised {type(error).__name__}: {error}{raise_site(error)}"
+        )
         self._failure = message
         self._ready = False
         failure = EnvRpcError(operation, step, message)
@@ -649,8 +653,13 @@ class GymVectorEnv(ArrayRuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisode
         return failure
 
 
-def _reset(lanes: Any, seed: Any, options: dict[str, Any] | None) -> tuple[Any, Mapping[str, Any]]:
-    return lanes.reset(seed=seed, options=options)
+def _reset_lanes(
+    lanes: Any, seed_width: SeedWidth, seed: Any, options: dict[str, Any] | None
+) -> tuple[Any, Mapping[str, Any]]:
+    # A fresh options dict for each try: gymnasium pops "reset_mask" out of the one it gets.
+    return seed_width.reset(
+        lambda given: lanes.reset(seed=given, options=None if options is None else dict(options)), seed
+    )
 
 
 def _call_inline(function: Callable[[], Any]) -> Any:

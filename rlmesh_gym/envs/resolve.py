@@ -15,14 +15,16 @@ One error behaviour (docs/design/layering.md#inputs):
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
 
+from rlmesh_gym.envs._not_an_env import not_an_env
 from rlmesh_gym.envs.env_ids import UnknownEnvIdError, unknown_env_id
 from rlmesh_gym.envs.gym_vector import GymVectorEnv, check_num_envs, parse_vectorization
+from rlmesh_gym.envs.headless import headless_video
 from rlmesh_gym.runtime.autoreset import AutoresetMode
 from rlmesh_gym.runtime.seams import is_array_env, is_runtime_env
 
@@ -109,7 +111,8 @@ def make_env(
             except BaseException:
                 env.close()
                 raise
-    with _building(env_id):
+    # Async workers render in their own processes, with the environment they started with.
+    with _building(env_id), headless_video() if kwargs.get("render_mode") == "rgb_array" else nullcontext():
         return GymVectorEnv.make(env_id, num_envs, mode, vectorization, offload=offload, **kwargs)
 
 
@@ -201,7 +204,8 @@ def _env_id(env: Any, contract_id: str) -> str:
 def _wrap_gymnasium(env: Any) -> GymVectorEnv:
     if isinstance(env, (gymnasium.Env, gymnasium.vector.VectorEnv)):
         return GymVectorEnv(env)
-    raise TypeError(
+    raise not_an_env(
+        env,
         "env must be an env id (str), a gymnasium Env or VectorEnv, a GymVectorEnv, or a RuntimeEnv "
-        f"with a .contract; got {type(env).__module__}.{type(env).__qualname__}"
+        "with a .contract",
     )

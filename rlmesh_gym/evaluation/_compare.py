@@ -25,6 +25,7 @@ from rlmesh_gym.evaluation._blocking import run_blocking
 from rlmesh_gym.evaluation._evaluate import (
     EvaluationError,
     PolicyMismatchError,
+    _frame_env_kwargs,
     default_ids,
     evaluate_resolved,
 )
@@ -40,6 +41,7 @@ from rlmesh_gym.evaluation._statistics import (
     bootstrap_interval,
     probability_of_improvement,
 )
+from rlmesh_gym.recording import RecordingOptions
 from rlmesh_gym.runtime import RuntimeLimits
 from rlmesh_gym.runtime.autoreset import AutoresetMode
 
@@ -346,10 +348,12 @@ def _check_policies(policies: Any) -> dict[str, Any]:
     return dict(policies)
 
 
-def _recording_paths(record: str | os.PathLike[str] | None, names: list[str]) -> dict[str, str] | None:
+def _recording_paths(
+    record: str | os.PathLike[str] | RecordingOptions | None, names: list[str]
+) -> dict[str, str] | None:
     if record is None:
         return None
-    directory = os.fspath(record)
+    directory = os.fspath(record.path if isinstance(record, RecordingOptions) else record)
     os.makedirs(directory, exist_ok=True)
     paths = {name: os.path.join(directory, f"{_SAFE_NAME.sub('_', name)}.rec") for name in names}
     if len(set(paths.values())) != len(paths):
@@ -442,7 +446,7 @@ def compare(
     seed: int = 0,
     deterministic: bool = True,
     device: str = "cpu",
-    record: str | os.PathLike[str] | None = None,
+    record: str | os.PathLike[str] | RecordingOptions | None = None,
     progress: bool = True,
     options: EvaluationOptions | None = None,
 ) -> Comparison:
@@ -453,10 +457,11 @@ def compare(
     the end) or an env you built, which must use DISABLED autoreset (it is reused for every
     policy, each run starting from the same seeds). ``seed`` must be an int: the episodes are
     paired by their reset seeds. ``record`` is a directory: each policy's episodes are recorded
-    to ``<name>.rec`` there. The other arguments are :func:`evaluate`'s; of ``options``,
-    ``max_steps``, ``limits``, ``vectorization``, ``env_kwargs`` and ``allow_pickle`` apply
-    (``compare`` chooses the session and route ids itself, takes no ``hooks`` and no
-    ``target_ci``).
+    to ``<name>.rec`` there (a :class:`~rlmesh_gym.recording.RecordingOptions` whose ``path`` is
+    the directory records each with those options, frames included). The other arguments are
+    :func:`evaluate`'s; of ``options``, ``max_steps``, ``limits``, ``vectorization``,
+    ``env_kwargs`` and ``allow_pickle`` apply (``compare`` chooses the session and route ids
+    itself, takes no ``hooks`` and no ``target_ci``).
 
     Before the full runs each policy is run for one vector step, so a policy that does not fit
     the env's spaces raises :class:`PolicyMismatchError` (naming it) before any time is spent.
@@ -484,8 +489,9 @@ def compare(
     from rlmesh_gym.envs.resolve import resolve_env  # loads gymnasium: only when an env is resolved
 
     if isinstance(env, str):
+        frame_kwargs = _frame_env_kwargs(env, record, env_kwargs)  # frames: render_mode="rgb_array"
         resolved = resolve_env(
-            env, num_envs=num_envs, autoreset="disabled", vectorization=vectorization, env_kwargs=env_kwargs
+            env, num_envs=num_envs, autoreset="disabled", vectorization=vectorization, env_kwargs=frame_kwargs
         )
     else:
         resolved = resolve_env(
@@ -518,7 +524,7 @@ def _compare(
     resolved: ResolvedEnv,
     policies: dict[str, Any],
     settings: EvaluationSettings,
-    record: str | os.PathLike[str] | None,
+    record: str | os.PathLike[str] | RecordingOptions | None,
 ) -> Comparison:
     seed, session_id, route_id = settings.seed, settings.session_id, settings.route_id
     assert seed is not None and session_id is not None and route_id is not None  # compare sets them
@@ -533,7 +539,15 @@ def _compare(
     paths = _recording_paths(record, list(policies))
     results: dict[str, EvalResult] = {}
     for name, policy in policies.items():
-        run = dataclasses.replace(settings, record=paths[name] if paths else None)
+        recording: Any = None
+        if paths:
+            # RecordingOptions name the directory; each policy's file takes its options (frames, lanes).
+            recording = (
+                dataclasses.replace(record, path=paths[name])
+                if isinstance(record, RecordingOptions)
+                else paths[name]
+            )
+        run = dataclasses.replace(settings, record=recording)
         try:
             results[name] = evaluate_resolved(lane_ordinal(resolved.env), policy, run)
         except EvaluationError as exc:

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
+from rlmesh_gym.envs.env_ids import registered_env_id
 from rlmesh_gym.evaluation._blocking import run_blocking
 from rlmesh_gym.evaluation._options import EvaluationOptions
 from rlmesh_gym.evaluation._precision import estimate_rounds
@@ -73,9 +74,14 @@ def default_ids(env_id: str, num_envs: int) -> tuple[str, str]:
 
     They feed the reset-seed function, so they depend only on what makes two runs comparable
     (env id and lane count), not on the autoreset mode, vectorization or episode count: the
-    same seed then gives the same generation-0 reset seeds in every mode.
+    same seed then gives the same generation-0 reset seeds in every mode. The env id is the
+    registered one, so ``"walk1d:Walk1D-v0"``, ``--import walk1d Walk1D-v0`` and a served
+    ``Walk1D-v0`` play the same episodes.
+
+    >>> default_ids("minigrid:MiniGrid-Empty-5x5-v0", 2)
+    ('eval-MiniGrid-Empty-5x5-v0', 'lanes-2')
     """
-    return f"eval-{env_id}", f"lanes-{num_envs}"
+    return f"eval-{registered_env_id(env_id)}", f"lanes-{num_envs}"
 
 
 class _EvaluationHooks(RuntimeHooks):

@@ -66,10 +66,22 @@ class CallablePolicy(ActingPolicy[None]):
             actions = self.fn(observations)
         except Exception as error:
             raise self._fail(
-                f"policy function {self._name()} raised {type(error).__name__}: {error}", error
+                f"policy function {self._name()} raised {type(error).__name__}: {error}{_numpy_hint(error)}",
+                error,
             ) from error
         elapsed = time.perf_counter_ns() - start
         return self._check_actions(actions, rows, f"policy function {self._name()}"), elapsed
 
     def _name(self) -> str:
         return getattr(self.fn, "__name__", None) or type(self.fn).__name__
+
+
+def _numpy_hint(error: Exception) -> str:
+    """Why a function that expected tensors got numpy arrays, when its error says it did."""
+    if not (isinstance(error, AttributeError) and "'numpy." in str(error)):
+        return ""
+    return (
+        ". It was given numpy arrays: a function gets torch tensors only when its first parameter "
+        "is annotated torch.Tensor (def policy(obs: torch.Tensor): ...); a lambda cannot be annotated, "
+        "so use such a def or pass TorchPolicy(fn)"
+    )

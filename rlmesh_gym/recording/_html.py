@@ -130,20 +130,16 @@ def write_html(
     ]
     data = {"fps": _render_fps(recording), "episodes": payloads}
     returns = np.array([episode.episode_return for episode in chosen], dtype=np.float64)
-    lengths = np.array([episode.length for episode in chosen], dtype=np.float64)
-    counted = [episode.counted for episode in chosen]
-    stats = [("episodes", f"{len(chosen)} complete, {len(recording.incomplete_episodes)} incomplete")]
-    if len(chosen):
-        stats += [
+    stats = [(label, html.escape(text)) for label, text in recording.summary_lines()]
+    if len(chosen) != len(recording.episodes):
+        stats.append(
             (
-                "return",
-                f"mean {returns.mean():.2f} ± {returns.std():.2f} "
-                f"(min {returns.min():g}, max {returns.max():g})",
-            ),
-            ("length", f"mean {lengths.mean():.1f} (min {lengths.min():g}, max {lengths.max():g})"),
-        ]
-    if any(flag is not None for flag in counted):
-        stats.append(("counted", f"{sum(bool(flag) for flag in counted)} counted by the evaluation"))
+                "on this page",
+                f"{len(chosen)} episode(s), mean return {returns.mean():.2f}"
+                if len(chosen)
+                else "no episodes",
+            )
+        )
     stats += [
         ("env", html.escape(header.env_id or "(no id)")),
         ("lanes", f"{header.num_envs} (recorded: {html.escape(header.describe_lanes())})"),

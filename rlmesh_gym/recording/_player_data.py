@@ -25,6 +25,7 @@ __all__ = [
     "episode_payload",
     "episode_title",
     "frame_data_url",
+    "no_frames_reason",
     "leaf_value",
     "png_data_url",
     "step_values",
@@ -177,6 +178,7 @@ def episode_payload(
         "frames": None,
         "frame_steps": None,
         "frame_index": None,
+        "no_frames": None,
     }
     if frames and episode.frames is not None and len(episode.frames):
         frame_steps = np.asarray(episode.frame_steps, dtype=np.int64)
@@ -184,7 +186,28 @@ def episode_payload(
         payload["frame_steps"] = frame_steps.tolist()
         # The frame a step shows: the latest one rendered at or before it (frame_stride > 1 skips steps).
         payload["frame_index"] = (np.searchsorted(frame_steps, steps, side="right") - 1).tolist()
+    else:
+        payload["no_frames"] = no_frames_reason(episode, frames=frames)
     return payload
+
+
+def no_frames_reason(episode: RecordedEpisode, *, frames: bool = True) -> str:
+    """Why the player shows no rendered frame for ``episode`` (which has none to show)."""
+    if not frames and episode.frames is not None and len(episode.frames):
+        return "No frames: this view leaves them out (frames=False)."
+    lanes = episode.frame_lanes
+    if lanes is not None and not lanes:
+        return (
+            "No frames: this recording has none. Record them with RecordingOptions(path, frame_lanes=[0]) "
+            "or rlmesh-gym eval ... --record FILE --frame-lanes 0."
+        )
+    if lanes is not None and episode.lane not in lanes:
+        shown = ", ".join(map(str, lanes))
+        return (
+            f"No frames: frames were recorded on lane(s) {shown} only, "
+            f"and this episode ran on lane {episode.lane}."
+        )
+    return "No frames: the env rendered none for this episode."
 
 
 def leaf_value(value: Any, row: int) -> Any:

@@ -144,6 +144,8 @@ class RecordedEpisode:
     # From the header: the env's render_fps and the recording's frame stride (for videos and playback).
     render_fps: float | None = None
     frame_stride: int = 1
+    # The recording's frame lanes (None: not known), to say why an episode has no frames.
+    frame_lanes: tuple[int, ...] | None = None
 
     @property
     def complete(self) -> bool:
@@ -347,6 +349,14 @@ class Recording:
             "length_mean": float(lengths.mean()),
         }
 
+    def summary_lines(self) -> list[tuple[str, str]]:
+        """The summary to show first, as (label, text) lines: the episodes the evaluation counted
+        (its own figures), then every complete episode when some were not counted, then the
+        incomplete ones with what that means."""
+        from rlmesh_gym.recording._summary_lines import summary_lines  # it reads Recording
+
+        return summary_lines(self)
+
     def __repr__(self) -> str:
         return (
             f"Recording({self.path!r}, env_id={self.header.env_id!r}, num_envs={self.header.num_envs}, "
@@ -362,24 +372,14 @@ class Recording:
 
     def _repr_html_(self) -> str:
         header = self.header
-        stats = self.summary()
         facts = [
             ("file", self.path + (" (partial: cut off or damaged)" if self.partial else "")),
+            *self.summary_lines(),  # the evaluation's figures first
             ("env", header.env_id or "(no id)"),
             ("lanes", f"{header.num_envs} (recorded: {header.describe_lanes()})"),
             ("autoreset", header.autoreset_mode),
             ("base seed", header.base_seed),
-            ("episodes", f"{stats['episodes']} complete, {stats['incomplete']} incomplete"),
         ]
-        if stats["episodes"]:
-            facts.append(
-                (
-                    "return",
-                    f"{stats['return_mean']:.2f} ± {stats['return_std']:.2f} "
-                    f"(min {stats['return_min']:g}, max {stats['return_max']:g})",
-                )
-            )
-            facts.append(("mean length", f"{stats['length_mean']:.1f}"))
         facts_html = "".join(
             f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
             for k, v in facts
@@ -750,10 +750,17 @@ def _assemble(
     ]
     render_fps = header.render_fps
     frame_stride = header.options.get("frame_stride")
+    frame_lanes = header.options.get("frame_lanes")
+    known_lanes = (
+        tuple(frame_lanes)
+        if isinstance(frame_lanes, list) and all(_is_int(lane) for lane in frame_lanes)
+        else None
+    )
     for episode in (*episodes, *incomplete):
         episode.render_fps = render_fps
         if _is_int(frame_stride) and frame_stride >= 1:
             episode.frame_stride = frame_stride
+        episode.frame_lanes = known_lanes
     return Recording(filename, header, episodes, incomplete, sessions, ends, partial)
 
 

@@ -88,19 +88,29 @@ class RouteCancelledError(RuntimeDriverError):
 
 
 class EnvRpcError(RuntimeDriverError):
-    """The environment failed an operation (``reset``, ``step``, ...)."""
+    """The environment failed an operation (``reset``, ``step``, ...).
+
+    Upstream's message always ends with a hint about a closed connection to an env server; it
+    is added here only when the failure is that one (the ``message`` names a transport error),
+    so an env failing in-process reads as what it is.
+
+    >>> str(EnvRpcError("env.step", 3, "env.step raised ValueError: bad action"))
+    'environment env.step failed at runtime step 3: env.step raised ValueError: bad action'
+    """
 
     def __init__(self, operation: str, step: int, message: str, *, recoverable: bool = False) -> None:
         self.operation = operation
         self.step = step
         self.message = message
         self._recoverable = recoverable
-        super().__init__(
-            f"environment {operation} failed at runtime step {step}: {message}. If the source is "
-            "'transport error: connection closed', the environment server exited, crashed, or "
-            "received SIGTERM before replying; inspect the environment container logs immediately "
-            "before the runtime error timestamp"
-        )
+        text = f"environment {operation} failed at runtime step {step}: {message}"
+        if "transport error" in message:
+            text += (
+                ". If the source is 'transport error: connection closed', the environment server "
+                "exited, crashed, or received SIGTERM before replying; inspect the environment "
+                "container logs immediately before the runtime error timestamp"
+            )
+        super().__init__(text)
 
     @property
     def recoverable(self) -> bool:

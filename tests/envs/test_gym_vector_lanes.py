@@ -250,7 +250,7 @@ def test_single_env_is_one_disabled_lane():
         assert (contract.num_envs, contract.autoreset_mode, contract.id) == (
             1,
             env_pb2.AUTORESET_MODE_DISABLED,
-            "UnknownEnv-v1",
+            "CountingEnv",
         )
         (a,) = (await messages(env).reset(env_pb2.ResetRequest(seeds=[7]))).response.episode_ids  # length 3
         one = action_request([1])

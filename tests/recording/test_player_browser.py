@@ -75,6 +75,10 @@ def test_the_exported_page_lists_episodes_and_plays_one(browser, cartpole_record
     no_frames = next(i for i, e in enumerate(recording.episodes) if e.frames is None)
     rows[no_frames].click()
     assert browser.find_elements("css selector", "#player [data-role=frame]") == []
+    assert _text(browser, "#player [data-role=no-frames]") == (
+        f"No frames: frames were recorded on lane(s) 0 only, and this episode ran on lane "
+        f"{recording.episodes[no_frames].lane}."
+    )
     assert _text(browser, "#player [data-role=reward]") == "1"
 
     # An episode with frames: the slider and play change the step, reward, return and frame.
@@ -85,7 +89,8 @@ def test_the_exported_page_lists_episodes_and_plays_one(browser, cartpole_record
     frame = browser.find_element("css selector", "#player [data-role=frame]")
     first_src = frame.get_attribute("src")
     assert first_src.startswith("data:image/jpeg;base64,")
-    assert _text(browser, "#player [data-role=step]") == f"0 of {episode.length}"
+    assert _text(browser, "#player [data-role=step]") == f"1 of {episode.length}"
+    assert _text(browser, "#player [data-role=position]") == f"step 1 of {episode.length}"
     assert _text(browser, "#player [data-role=return]") == "1"
 
     slider = browser.find_element("css selector", "#player [data-role=slider]")
@@ -94,7 +99,8 @@ def test_the_exported_page_lists_episodes_and_plays_one(browser, cartpole_record
     for _ in range(5):
         slider.send_keys(Keys.ARROW_RIGHT)
     assert slider.get_attribute("value") == "5"
-    assert _text(browser, "#player [data-role=step]") == f"5 of {episode.length}"
+    assert _text(browser, "#player [data-role=step]") == f"6 of {episode.length}"
+    assert _text(browser, "#player [data-role=position]") == f"step 6 of {episode.length}"
     assert _text(browser, "#player [data-role=return]") == "6"
     assert _text(browser, "#player [data-role=frame-step]") == "5"
     fifth_src = frame.get_attribute("src")
@@ -112,7 +118,8 @@ def test_the_exported_page_lists_episodes_and_plays_one(browser, cartpole_record
     WebDriverWait(browser, 5).until(
         lambda d: d.find_element("css selector", "#player").get_attribute("data-playing") == "false"
     )  # it stops at the episode's end
-    assert _text(browser, "#player [data-role=step]") == f"{last} of {episode.length}"
+    assert _text(browser, "#player [data-role=step]") == f"{last + 1} of {episode.length}"
+    assert _text(browser, "#player [data-role=position]") == f"step {last + 1} of {episode.length}"
     assert _text(browser, "#player [data-role=return]") == f"{episode.episode_return:g}"
     assert _text(browser, "#player [data-role=flags]") == "terminated"
     assert frame.get_attribute("src") not in (first_src, fifth_src)
@@ -182,7 +189,57 @@ window.rendered = true;
     for _ in range(3):
         slider.send_keys(Keys.ARROW_RIGHT)
     assert browser.execute_script("return window.saved.at(-1)") == {"step": 3, "playing": False}
-    assert _text(browser, "#widget [data-role=step]") == f"3 of {episode.length}"
+    assert _text(browser, "#widget [data-role=step]") == f"4 of {episode.length}"
     browser.execute_script("window.pythonSetsStep(7)")
     assert slider.get_attribute("value") == "7"
     assert _text(browser, "#widget [data-role=return]") == f"{episode.rewards[:8].sum():g}"
+
+
+def test_cli_recorded_frames_show_in_the_page_and_a_lane_without_them_says_why(browser, tmp_path):
+    from rlmesh_gym.cli import main
+
+    record, page = tmp_path / "run.rec", tmp_path / "run.html"
+    argv = ["eval", "CartPole-v1", "--policy", "random", "--episodes", "2", "--num-envs", "2",
+            "--autoreset", "disabled", "--record", str(record), "--frame-lanes", "0", "--frame-stride", "2",
+            "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    assert main(["episodes", str(record), "--html", str(page)]) == 0
+    recording = load_recording(record)
+    assert recording.header.options["frame_lanes"] == [0] and recording.header.options["frame_stride"] == 2
+    browser.get(f"file://{page}")
+    rows = browser.find_elements("css selector", "table.episodes tbody tr")
+    with_frames = next(i for i, e in enumerate(recording.episodes) if e.lane == 0)
+    rows[with_frames].click()
+    frame = browser.find_element("css selector", "#player [data-role=frame]")
+    assert frame.is_displayed()
+    # The image decoded: the browser knows its size (CartPole renders 600 x 400).
+    size = browser.execute_script("const f = arguments[0]; return [f.naturalWidth, f.naturalHeight];", frame)
+    assert size == [600, 400]
+    assert frame.size["width"] > 100 and frame.size["height"] > 60  # laid out, not collapsed
+    without = next(i for i, e in enumerate(recording.episodes) if e.lane == 1)
+    rows[without].click()
+    assert browser.find_elements("css selector", "#player [data-role=frame]") == []
+    reason = browser.find_element("css selector", "#player [data-role=no-frames]")
+    assert reason.is_displayed()
+    assert reason.text == "No frames: frames were recorded on lane(s) 0 only, and this episode ran on lane 1."
+
+
+def test_the_chart_has_a_scale_on_both_axes_and_the_reward_line_on_top(browser, cartpole_recording, tmp_path):
+    recording = load_recording(cartpole_recording[0])
+    episode = recording.episodes[0]
+    browser.get(f"file://{recording.to_html(tmp_path / 'run.html')}")
+    chart = browser.find_element("css selector", "#player [data-role=chart]")
+    labels = {
+        role: [node.text for node in chart.find_elements("css selector", f"[data-role={role}-axis] text")]
+        for role in ("return", "reward", "x")
+    }
+    # CartPole's reward is 1 every step and its return climbs from 1 to the episode's return.
+    assert labels["return"] == [f"{episode.episode_return:g}", "1", "return"]
+    assert labels["reward"] == ["2", "0", "reward"]  # a constant reward gets a scale of +-1 around it
+    assert labels["x"] == ["1", str(episode.length), "step"]
+    lines = [node.get_attribute("class") for node in chart.find_elements("css selector", "polyline")]
+    assert lines == ["rp-return-line", "rp-reward-line"]  # drawn last, so on top
+    reward = chart.find_element("css selector", ".rp-reward-line")
+    assert (
+        browser.execute_script("return getComputedStyle(arguments[0]).stroke", reward) == "rgb(255, 127, 14)"
+    )

@@ -63,6 +63,10 @@ function rlmeshMountPlayer(root, episodes, options) {
       frame = make("img", { "data-role": "frame", alt: "rendered frame" });
       box.appendChild(frame);
       body.appendChild(box);
+    } else if (episode.no_frames) {
+      const box = make("div", { class: "rp-frame rp-no-frames" });
+      box.appendChild(make("div", { class: "rp-note", "data-role": "no-frames" }, episode.no_frames));
+      body.appendChild(box);
     }
     const side = make("div", { class: "rp-side" });
     body.appendChild(side);
@@ -122,32 +126,75 @@ function rlmeshMountPlayer(root, episodes, options) {
   }
 
   function buildChart(panel, episode) {
-    const width = 360, height = 90, pad = 4;
-    const svg = makeSvg("svg", {
-      viewBox: `0 0 ${width} ${height}`, preserveAspectRatio: "none", class: "rp-chart", "data-role": "chart",
-    });
+    // Return on the left axis, reward on the right (their scales differ), step along the bottom;
+    // the reward line is drawn last so the return line never hides it.
+    const width = 480, height = 150, left = 46, right = 46, top = 8, bottom = 28;
+    const plotWidth = width - left - right, plotHeight = height - top - bottom;
+    const svg = makeSvg("svg", { viewBox: `0 0 ${width} ${height}`, class: "rp-chart", "data-role": "chart" });
     const n = episode.steps.length;
-    const xOf = (row) => pad + (n > 1 ? (row / (n - 1)) * (width - 2 * pad) : 0);
-    const line = (values, cls) => {
+    const xOf = (row) => left + (n > 1 ? (row / (n - 1)) * plotWidth : 0);
+    const text = (x, y, label, attrs) => {
+      const node = makeSvg("text", { x: String(x), y: String(y), class: "rp-axis-label", ...(attrs || {}) });
+      node.textContent = label;
+      svg.appendChild(node);
+    };
+    const axis = (values, side, cls, name) => {
       const numbers = values.map(num).filter(Number.isFinite);
-      if (!numbers.length) return;
+      if (!numbers.length) return null;
       let low = Math.min(...numbers), high = Math.max(...numbers);
       if (low === high) { low -= 1; high += 1; }
-      const yOf = (v) => height - pad - ((v - low) / (high - low)) * (height - 2 * pad);
+      const yOf = (v) => top + plotHeight - ((v - low) / (high - low)) * plotHeight;
+      const x = side === "left" ? left : left + plotWidth;
+      const group = makeSvg("g", { "data-role": `${name}-axis` });
+      svg.appendChild(group);
+      group.appendChild(makeSvg("line", { x1: String(x), x2: String(x), y1: String(top), y2: String(top + plotHeight), class: `rp-axis ${cls}` }));
+      const anchor = side === "left" ? "end" : "start", dx = side === "left" ? -4 : 4;
+      for (const [value, y] of [[high, top + 4], [low, top + plotHeight]]) {
+        const label = makeSvg("text", { x: String(x + dx), y: String(y), "text-anchor": anchor, class: `rp-axis-label ${cls}` });
+        label.textContent = fmt(value);
+        group.appendChild(label);
+      }
+      const title = makeSvg("text", {
+        x: String(x + dx), y: String(top + plotHeight / 2), "text-anchor": anchor, class: `rp-axis-title ${cls}`,
+      });
+      title.textContent = name;
+      group.appendChild(title);
+      return yOf;
+    };
+    const line = (values, yOf, cls) => {
+      if (!yOf) return;
       const points = values.map((v, row) => (Number.isFinite(num(v)) ? `${xOf(row).toFixed(1)},${yOf(num(v)).toFixed(1)}` : null))
         .filter((p) => p !== null).join(" ");
       svg.appendChild(makeSvg("polyline", { points, class: cls, fill: "none" }));
     };
-    line(episode.rewards, "rp-reward-line");
-    line(episode.returns, "rp-return-line");
-    const cursor = makeSvg("line", { y1: "0", y2: String(height), class: "rp-cursor", "data-role": "cursor" });
+    const returnY = axis(episode.returns, "left", "rp-return", "return");
+    const rewardY = axis(episode.rewards, "right", "rp-reward", "reward");
+    const xAxis = makeSvg("g", { "data-role": "x-axis" });
+    svg.appendChild(xAxis);
+    xAxis.appendChild(makeSvg("line", {
+      x1: String(left), x2: String(left + plotWidth), y1: String(top + plotHeight), y2: String(top + plotHeight), class: "rp-axis",
+    }));
+    if (n) {
+      for (const [row, anchor] of [[0, "start"], [n - 1, "end"]]) {
+        const label = makeSvg("text", { x: xOf(row).toFixed(1), y: String(height - 14), "text-anchor": anchor, class: "rp-axis-label" });
+        label.textContent = String(episode.steps[row] + 1);
+        xAxis.appendChild(label);
+      }
+    }
+    const title = makeSvg("text", { x: String(left + plotWidth / 2), y: String(height - 2), "text-anchor": "middle", class: "rp-axis-title" });
+    title.textContent = "step";
+    xAxis.appendChild(title);
+    line(episode.returns, returnY, "rp-return-line");
+    line(episode.rewards, rewardY, "rp-reward-line");
+    const cursor = makeSvg("line", { y1: String(top), y2: String(top + plotHeight), class: "rp-cursor", "data-role": "cursor" });
     svg.appendChild(cursor);
     const legend = make("div", { class: "rp-legend" });
-    legend.innerHTML = '<span class="rp-key-reward">reward</span> <span class="rp-key-return">return</span>';
+    legend.innerHTML = '<span class="rp-key-return">return (left axis)</span> <span class="rp-key-reward">reward (right axis)</span>';
     panel.append(svg, legend);
     svg.addEventListener("click", (event) => {
       const box = svg.getBoundingClientRect();
-      const row = Math.round(((event.clientX - box.left) / box.width) * (n - 1));
+      const x = ((event.clientX - box.left) / box.width) * width;
+      const row = Math.round(((x - left) / plotWidth) * (n - 1));
       setStep(Math.min(Math.max(row, 0), rows - 1), true);
     });
     return { move: (row) => { const x = xOf(row).toFixed(1); cursor.setAttribute("x1", x); cursor.setAttribute("x2", x); } };
@@ -155,14 +202,18 @@ function rlmeshMountPlayer(root, episodes, options) {
 
   function render() {
     slider.value = String(step);
-    position.textContent = `${step + 1} / ${rows}`;
+    // "step k of n" as the panel says it: the episode's own steps when there is one episode.
+    const only = episodes.length === 1 && episodes[0].steps.length ? episodes[0] : null;
+    position.textContent = only
+      ? `step ${only.steps[Math.min(step, only.steps.length - 1)] + 1} of ${only.length}`
+      : `step ${step + 1} of ${rows}`;
     for (const view of panels) {
       const episode = view.episode;
       const n = episode.steps.length;
       view.panel.classList.toggle("rp-ended", step >= n);
       if (!n) { view.cells.step.textContent = "no recorded steps"; continue; }
       const row = Math.min(step, n - 1);
-      view.cells.step.textContent = `${episode.steps[row]}` + (step >= n ? " (episode over)" : ` of ${episode.length}`);
+      view.cells.step.textContent = `${episode.steps[row] + 1} of ${episode.length}` + (step >= n ? " (episode over)" : "");
       view.cells.reward.textContent = fmt(episode.rewards[row]);
       view.cells.return.textContent = fmt(episode.returns[row]);
       const flags = [];
