@@ -5,10 +5,10 @@ commands from start to exit, paired and interleaved (the order alternates every 
 
   eval  ``rlmesh-gym eval`` with its defaults: the shipped CartPole-v1 policy, 100 episodes on
         8 lanes, seed 0 (whatever thread settings the package chooses);
-  hand  the loop a user would write for the same job, one torch thread
-        (``torch.set_num_threads(1)``): ``SyncVectorEnv`` of 8 CartPole-v1, seeded reset,
-        ``module(torch.as_tensor(obs)).argmax(1)`` under ``torch.inference_mode()``, per-lane
-        quotas of the same 100 episodes (this script with ``--hand``).
+  hand  the loop a user would write for the same job, one torch thread: ``run_hand`` of
+        ``benchmarks/_cartpole_contenders.py`` (``SyncVectorEnv`` of 8 CartPole-v1, the same
+        seeds, argmax actions under ``torch.inference_mode()``, per-lane quotas of the same 100
+        episodes), in this script with ``--hand``.
 
 Both include interpreter start and imports. The goal (issue "one hot path"): eval's median wall
 time at most 1.5x the hand loop's with three hogs on 2 cores. The load average is printed
@@ -33,36 +33,10 @@ GOAL = 1.5
 
 def hand_loop() -> None:
     """The hand-written evaluation (run in a child process by the benchmark)."""
-    import gymnasium as gym
-    import numpy as np
-    import torch
+    from _cartpole_contenders import policy_for, run_hand  # sets one torch thread
 
-    from rlmesh_gym.policies.pretrained import load_pretrained
-
-    torch.set_num_threads(1)
-    module = load_pretrained("cartpole")
-    envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(LANES)])
-    quotas = np.array([(EPISODES + lane) // LANES for lane in range(LANES)])
-    counts = np.zeros(LANES, dtype=np.int64)
-    returns = np.zeros(LANES)
-    finished: list[float] = []
-    pending = np.zeros(LANES, dtype=bool)  # NEXT_STEP: this step is the lane's reset step
-    obs, _ = envs.reset(seed=[SEED + lane for lane in range(LANES)])
-    while (counts < quotas).any():
-        with torch.inference_mode():
-            actions = module(torch.as_tensor(obs)).argmax(dim=1).numpy()
-        obs, rewards, terminated, truncated, _ = envs.step(actions)
-        live = ~pending
-        returns[live] += rewards[live]
-        done = (terminated | truncated) & live
-        for lane in np.flatnonzero(done):
-            if counts[lane] < quotas[lane]:
-                counts[lane] += 1
-                finished.append(float(returns[lane]))
-        returns[done] = 0.0
-        pending = done
-    envs.close()
-    print(f"hand loop: {len(finished)} episodes, mean return {sum(finished) / len(finished):.2f}")
+    steps = run_hand(policy_for("long"), LANES, EPISODES, SEED)
+    print(f"hand loop: {EPISODES} episodes, {steps} counted env-steps")
 
 
 def load() -> str:
