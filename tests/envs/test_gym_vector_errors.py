@@ -345,9 +345,7 @@ def test_autoreset_spellings(spelling, mode):
 
 
 def test_construction_errors():
-    with pytest.raises(
-        TypeError, match="wraps a gymnasium.vector.VectorEnv or a gymnasium.Env; got builtins.list"
-    ):
+    with pytest.raises(TypeError, match=r"or a gymnasium\.Env; got builtins\.list$"):
         GymVectorEnv([])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="runs under DISABLED, not NEXT_STEP"):
         GymVectorEnv(CountingEnv(), autoreset_mode="next_step")
