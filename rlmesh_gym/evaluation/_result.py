@@ -169,9 +169,9 @@ class EvalResult:
     >>> from rlmesh_gym import evaluate
     >>> result = evaluate("CartPole-v1", "random", episodes=4, num_envs=2, seed=0, progress=False)
     >>> result.mean_return, round(result.std_return, 2)
-    (17.25, 4.6)
+    (23.0, 4.42)
     >>> result.to_pandas().groupby("lane").episode_return.mean().tolist()
-    [14.5, 20.0]
+    [22.0, 24.0]
 
     A fleet evaluation (``evaluate_fleet([address, ...])``) numbers lanes fleet-wide, lists its
     servers in ``servers`` and, when a failed server's remaining episodes were moved to the

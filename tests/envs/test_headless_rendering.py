@@ -12,11 +12,11 @@ pytest.importorskip("pygame")
 
 SCRIPT = """
 import os
-from rlmesh_gym.evaluation import evaluate
+from rlmesh_gym.evaluation import EvaluationOptions, evaluate
 from rlmesh_gym.recording import RecordingOptions, load_recording
 result = evaluate("CartPole-v1", "random", episodes=2, num_envs=2, seed=1, autoreset="disabled",
-                  vectorization={vectorization!r}, record=RecordingOptions("run.rec", frame_lanes=[0, 1]),
-                  progress=False)
+                  options=EvaluationOptions(vectorization={vectorization!r}),
+                  record=RecordingOptions("run.rec", frame_lanes=[0, 1]), progress=False)
 frames = load_recording("run.rec").episodes[0].frames
 print(len(frames) > 0, frames[0].shape, os.environ.get("SDL_VIDEODRIVER"))
 """

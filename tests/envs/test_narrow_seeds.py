@@ -24,7 +24,7 @@ pytest.importorskip("dm_control")
 
 from rlmesh_gym.envs import GymVectorEnv  # noqa: E402
 from rlmesh_gym.envs.seed_width import SEED_LIMIT, fold_seed  # noqa: E402
-from rlmesh_gym.evaluation import evaluate  # noqa: E402
+from rlmesh_gym.evaluation import EvaluationOptions, evaluate  # noqa: E402
 from rlmesh_gym.recording import load_recording, replay_episode  # noqa: E402
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -49,7 +49,10 @@ def test_minatar_gets_the_driver_seeds_folded_to_32_bits_and_its_episodes_replay
     result = evaluate(MINATAR, "random", record=path, **common)
     # The same session on CartPole, which takes 64-bit seeds, shows the first seeds the driver asks for.
     wide = evaluate(
-        "CartPole-v1", "random", session_id="eval-MinAtar/Breakout-v1", **{**common, "episodes": 2}
+        "CartPole-v1",
+        "random",
+        options=EvaluationOptions(session_id="eval-MinAtar/Breakout-v1"),
+        **{**common, "episodes": 2},
     )
     asked = {e.lane: e.seed for e in wide.episodes}
     assert all(seed >= SEED_LIMIT for seed in asked.values())  # CartPole keeps the 64-bit seeds
@@ -57,9 +60,9 @@ def test_minatar_gets_the_driver_seeds_folded_to_32_bits_and_its_episodes_replay
     assert first == {lane: fold_seed(seed) for lane, seed in asked.items()}
     assert all(e.seed < SEED_LIMIT for e in result.episodes)
     # Async workers get the same seeds (asked of a throwaway env, as a worker dies when its env raises).
-    assert rows(evaluate(MINATAR, "random", vectorization="async", **common).episodes) == rows(
-        result.episodes
-    )
+    assert rows(
+        evaluate(MINATAR, "random", options=EvaluationOptions(vectorization="async"), **common).episodes
+    ) == rows(result.episodes)
     recording = load_recording(path)
     assert [replay_episode(recording, index).match for index in range(4)] == [True] * 4
     # The recorded seed is the one the env got: the raw env reproduces the episode's first observation.
@@ -71,7 +74,7 @@ def test_minatar_gets_the_driver_seeds_folded_to_32_bits_and_its_episodes_replay
 def test_dm_control_through_shimmy_evaluates_and_replays(tmp_path: Path) -> None:
     path = tmp_path / "dm_control.rec"
     result = evaluate(DM_CONTROL, "random", episodes=2, num_envs=2, seed=5, autoreset="disabled",
-                      env_kwargs=SHORT, record=path, progress=False)  # fmt: skip
+                      options=EvaluationOptions(env_kwargs=SHORT), record=path, progress=False)  # fmt: skip
     assert [e.length for e in result.episodes] == [15, 15]
     assert all(e.seed is not None and e.seed < SEED_LIMIT for e in result.episodes)
     recording = load_recording(path)
@@ -135,5 +138,5 @@ def test_served_async_dm_control_plays_the_in_process_episodes() -> None:
                   "--env-kwargs", "max_episode_steps=15"]  # fmt: skip
     served = serve_and_evaluate(DM_CONTROL, *serve_args, episodes=2, seed=4)
     local = evaluate(DM_CONTROL, "random", episodes=2, num_envs=2, seed=4, autoreset="disabled",
-                     env_kwargs=SHORT, progress=False)  # fmt: skip
+                     options=EvaluationOptions(env_kwargs=SHORT), progress=False)  # fmt: skip
     assert json_rows(served) == rows(local.episodes)

@@ -327,7 +327,15 @@ def test_a_recording_path_that_cannot_be_written_fails_before_any_episode(fleet,
     folder = tmp_path / "a-folder"
     folder.mkdir()
     with pytest.raises(OSError, match=f"cannot write recording file '{folder}': it is a directory"):
-        evaluate(fleet, "random", episodes=8, seed=SEED, hooks=[counted], record=folder, progress=False)
+        evaluate_fleet(
+            fleet,
+            "random",
+            episodes=8,
+            seed=SEED,
+            record=folder,
+            progress=False,
+            options=EvaluationOptions(hooks=[counted]),
+        )
     assert counted.episodes == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["a-folder"]
 
 
@@ -342,7 +350,15 @@ def test_a_path_another_run_is_recording_to_is_refused_before_the_fleet_runs(fle
         before = path.read_bytes()
         counted = CountEpisodes()
         with pytest.raises(OSError, match="another run is writing it"):
-            evaluate(fleet, "random", episodes=8, seed=SEED, hooks=[counted], record=path, progress=False)
+            evaluate_fleet(
+                fleet,
+                "random",
+                episodes=8,
+                seed=SEED,
+                record=path,
+                progress=False,
+                options=EvaluationOptions(hooks=[counted]),
+            )
         assert counted.episodes == 0 and path.read_bytes() == before
     finally:
         first.close()
@@ -375,7 +391,7 @@ def test_a_failed_merge_keeps_the_parts_and_raises_with_the_result(fleet, tmp_pa
     path = tmp_path / "run.rec"
     path.write_bytes(b"an older file")
     with pytest.raises(EvaluationError) as caught:
-        evaluate(fleet, "random", episodes=8, seed=SEED, record=path, progress=False)
+        evaluate_fleet(fleet, "random", episodes=8, seed=SEED, record=path, progress=False)
     error = caught.value
     assert error.partial.complete and len(error.partial.episodes) == 8
     assert isinstance(error.__cause__, OSError) and error.__cause__.errno == errno.ENOSPC
