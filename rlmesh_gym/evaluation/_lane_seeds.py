@@ -17,9 +17,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rlmesh_gym.proto import env_pb2
+from rlmesh_gym.runtime.seams import passing_through
 from rlmesh_gym.runtime.seeds import ResetSeeds
 
 __all__ = ["LaneOrdinalSeeds", "lane_ordinal_seeds"]
+
+_CAPABILITIES = ("drain_episodes", "render_frames", "episode_ids", "num_envs", "runs_inline")
 
 
 def lane_ordinal_seeds(
@@ -27,12 +30,16 @@ def lane_ordinal_seeds(
 ) -> LaneOrdinalSeeds:
     """``env`` with lane-ordinal reset seeds, in the same form (array or message) as ``env``."""
     wrapper = _ArrayLaneOrdinalSeeds if callable(getattr(env, "reset_arrays", None)) else LaneOrdinalSeeds
+    # The env's capabilities as real members, which isinstance checks see on every Python.
+    wrapper = passing_through(wrapper, env, _CAPABILITIES)
     return wrapper(env, num_envs, base_seed, session_id, route_id)
 
 
 class LaneOrdinalSeeds:
     """A ``RuntimeEnv`` that forwards everything to ``env`` except the reset seeds (see the
     module docstring). Make one per session: the ordinals start at 0 with its cold reset."""
+
+    wrapped_attribute = "_env"
 
     def __init__(self, env: Any, num_envs: int, base_seed: int, session_id: str, route_id: str) -> None:
         self._env = env
@@ -67,8 +74,8 @@ class LaneOrdinalSeeds:
         return await self._env.step(request)
 
     def __getattr__(self, name: str) -> Any:
-        # close, drain_episodes, render_frames...: the wrapped env's own. (Guarded: copy and
-        # pickle look attributes up before __init__ ran.)
+        # close and the rest: the wrapped env's own (its capabilities are real members too, see
+        # lane_ordinal_seeds). Guarded: copy and pickle look attributes up before __init__ ran.
         if name == "_env":
             raise AttributeError(name)
         return getattr(self._env, name)

@@ -43,6 +43,7 @@ from rlmesh_gym.runtime.seams import (
     is_array_model,
     is_runtime_env,
     is_runtime_model,
+    passing_through,
 )
 from rlmesh_gym.spaces.batch import SpaceBatch
 from rlmesh_gym.spaces.codec import CodecError, SpaceCodec
@@ -438,6 +439,7 @@ class MessageFormEnv:
     """
 
     __slots__ = ("env", "_action_codec", "_rows", "_steps", "_failure")
+    wrapped_attribute = "env"
 
     def __init__(self, env: ArrayRuntimeEnv) -> None:
         if not is_array_env(env):
@@ -457,10 +459,12 @@ class MessageFormEnv:
         """The wrapped env's contract."""
         return self.env.contract  # type: ignore[attr-defined]
 
-    def __getattr__(self, name: str) -> Any:
-        if name in _ENV_CAPABILITIES:
-            return getattr(self.env, name)
-        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+    def __new__(cls, env: ArrayRuntimeEnv) -> MessageFormEnv:
+        # Real members for the capabilities the wrapped env has, and only those: from Python 3.12
+        # a runtime-checkable protocol looks at the class, not at __getattr__.
+        if cls is MessageFormEnv:
+            cls = passing_through(cls, env, _ENV_CAPABILITIES)
+        return super().__new__(cls)
 
     def __repr__(self) -> str:
         return f"MessageFormEnv({self.env!r})"
@@ -546,6 +550,7 @@ class MessageFormModel:
     """
 
     __slots__ = ("model",)
+    wrapped_attribute = "model"
 
     def __init__(self, model: ArrayRuntimeModel) -> None:
         if not is_array_model(model):
@@ -558,10 +563,12 @@ class MessageFormModel:
     def __repr__(self) -> str:
         return f"MessageFormModel({self.model!r})"
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "bind":  # a BindableModel stays one (a model server binds it per route)
-            return self.model.bind  # type: ignore[attr-defined]
-        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+    def __new__(cls, model: ArrayRuntimeModel) -> MessageFormModel:
+        # A BindableModel stays one (a model server binds it per route): a real ``bind`` member,
+        # as for MessageFormEnv's capabilities.
+        if cls is MessageFormModel:
+            cls = passing_through(cls, model, ("bind",))
+        return super().__new__(cls)
 
     async def predict(self, request: model_pb2.PredictRequest) -> RuntimeModelPrediction:
         """The message form of ``model.predict_arrays``; the response's context equals the request's."""

@@ -25,15 +25,17 @@ on each seam.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from rlmesh_gym.proto import core_pb2, env_pb2, model_pb2, spaces_pb2
 from rlmesh_gym.spaces.batch import SpaceBatch
 
 if TYPE_CHECKING:
     import numpy as np
+
+_WrapperT = TypeVar("_WrapperT")
 
 __all__ = [
     "ArrayPredictContext",
@@ -58,6 +60,7 @@ __all__ = [
     "is_array_model",
     "is_runtime_env",
     "is_runtime_model",
+    "passing_through",
 ]
 
 
@@ -255,6 +258,39 @@ class BindableModel(Protocol):
     route's contract; ``resolve_policy`` binds it to the evaluated env's."""
 
     def bind(self, contract: env_pb2.EnvContract, /) -> object: ...
+
+
+def _peer_of(wrapper: Any) -> Any:
+    return getattr(wrapper, wrapper.wrapped_attribute)
+
+
+# Each capability (and ``bind``, ``num_envs``) as a member that hands the call or read to the peer.
+_PASSED_THROUGH: dict[str, Any] = {
+    "drain_episodes": lambda self: _peer_of(self).drain_episodes(),
+    "render_frames": lambda self, lanes=None: _peer_of(self).render_frames(lanes),
+    "episode_ids": property(lambda self: _peer_of(self).episode_ids),
+    "num_envs": property(lambda self: _peer_of(self).num_envs),
+    "runs_inline": property(lambda self: _peer_of(self).runs_inline),
+    "bind": lambda self, contract: _peer_of(self).bind(contract),
+}
+_PASSING_THROUGH: dict[tuple[type, frozenset[str]], type] = {}
+
+
+def passing_through(base: type[_WrapperT], peer: object, names: Iterable[str]) -> type[_WrapperT]:
+    """``base`` with a member for each of ``names`` that ``peer`` has, handing it to the peer
+    (``getattr(self, base.wrapped_attribute)``): a wrapper's ``__new__`` returns an instance of it.
+
+    Real members, not ``__getattr__``: from Python 3.12 an ``isinstance`` check against a
+    runtime-checkable protocol (``RendersFrames``, ``RunsInline``, ...) looks only at the class.
+    One class is made per set of members. ``names`` come from ``drain_episodes``,
+    ``render_frames``, ``episode_ids``, ``num_envs``, ``runs_inline`` and ``bind``.
+    """
+    present = frozenset(name for name in names if hasattr(peer, name))
+    key = (base, present)
+    if key not in _PASSING_THROUGH:
+        members = {name: _PASSED_THROUGH[name] for name in present}
+        _PASSING_THROUGH[key] = type(base.__name__, (base,), {"__slots__": (), **members})
+    return _PASSING_THROUGH[key]
 
 
 # -- the array form ---------------------------------------------------------------------------

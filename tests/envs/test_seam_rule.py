@@ -97,3 +97,24 @@ def test_the_shipped_policies_are_bindable_and_a_plain_model_is_not():
     assert isinstance(MessageFormModel(RandomPolicy(0)), BindableModel)
     assert isinstance(CallablePolicy(lambda observations: observations), BindableModel)
     assert not isinstance(_AsyncModel(), BindableModel)
+
+
+def test_a_compare_wrapper_passes_its_env_capabilities_through_as_class_members(cartpole):
+    # Python 3.12+ checks runtime protocols on the class only (inspect.getattr_static).
+    from rlmesh_gym.evaluation._lane_seeds import lane_ordinal_seeds
+    from rlmesh_gym.runtime.seams import RunsInline
+
+    wrapped = lane_ordinal_seeds(cartpole, 1, 0, "session", "route")
+    for capability in (DrainsEpisodes, RendersFrames, TracksEpisodeIds, RunsInline):
+        assert isinstance(wrapped, capability)
+    assert wrapped.runs_inline is True and wrapped.episode_ids == cartpole.episode_ids
+
+    class ArraysOnly:
+        contract = env_pb2.EnvContract()
+
+        async def reset_arrays(self, env_indices, seeds, options=None): ...
+
+        async def step_arrays(self, actions): ...
+
+    bare = MessageFormEnv(ArraysOnly())
+    assert not any(isinstance(bare, c) for c in (DrainsEpisodes, RendersFrames, TracksEpisodeIds))
