@@ -179,7 +179,25 @@ class _Session:
             self.loop.call(close, timeout, timeout=timeout + 1.0)
 
 
-class RlmeshVectorEnv(VectorEnv):
+class _SessionBacked:
+    """What both adapters read from their session: the contract and the wrapped env."""
+
+    _session: _Session
+
+    @property
+    def contract(self) -> env_pb2.EnvContract:
+        """The env's contract (a copy)."""
+        contract = env_pb2.EnvContract()
+        contract.CopyFrom(self._session.contract)
+        return contract
+
+    @property
+    def env(self) -> Any:
+        """The wrapped rlmesh env."""
+        return self._session.env
+
+
+class RlmeshVectorEnv(_SessionBacked, VectorEnv):
     """A rlmesh env as a ``gymnasium.vector.VectorEnv`` of its lanes.
 
     Args:
@@ -221,18 +239,6 @@ class RlmeshVectorEnv(VectorEnv):
         self.spec = None
         self.closed = False
         self._same_step = session.mode is AutoresetMode.SAME_STEP
-
-    @property
-    def contract(self) -> env_pb2.EnvContract:
-        """The env's contract (a copy)."""
-        contract = env_pb2.EnvContract()
-        contract.CopyFrom(self._session.contract)
-        return contract
-
-    @property
-    def env(self) -> Any:
-        """The wrapped rlmesh env."""
-        return self._session.env
 
     def reset(
         self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
@@ -336,7 +342,7 @@ class RlmeshVectorEnv(VectorEnv):
             raise RuntimeError(f"{operation} on a closed {type(self).__name__}")
 
 
-class RlmeshEnv(gymnasium.Env):
+class RlmeshEnv(_SessionBacked, gymnasium.Env):
     """A one-lane rlmesh env as a ``gymnasium.Env``.
 
     Args:
@@ -369,18 +375,6 @@ class RlmeshEnv(gymnasium.Env):
         self.spec = None
         self._same_step = session.mode is AutoresetMode.SAME_STEP
         self._closed = False
-
-    @property
-    def contract(self) -> env_pb2.EnvContract:
-        """The env's contract (a copy)."""
-        contract = env_pb2.EnvContract()
-        contract.CopyFrom(self._session.contract)
-        return contract
-
-    @property
-    def env(self) -> Any:
-        """The wrapped rlmesh env."""
-        return self._session.env
 
     @property
     def closed(self) -> bool:
