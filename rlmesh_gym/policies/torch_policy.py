@@ -112,6 +112,16 @@ def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.numpy()
 
 
+_NUMPY_FLOATS = (torch.float32, torch.float64, torch.float16)
+
+
+def _cpu_float_array(tensor: torch.Tensor) -> np.ndarray | None:
+    """``tensor``'s memory as a numpy array if it is a CPU float tensor without grad, else ``None``."""
+    if tensor.dtype not in _NUMPY_FLOATS or not tensor.is_cpu or tensor.requires_grad:
+        return None
+    return tensor.numpy()
+
+
 def _logits_problem(raw: torch.Tensor, logits: torch.Tensor) -> str | None:
     """Why no action follows from logits (NaN, +inf, or only -inf for one choice), or ``None``.
 
@@ -211,6 +221,7 @@ class _ActionResolver:
         "deterministic",
         "flat_columns",
         "flat_rows",
+        "greedy_logits",
         "kind",
         "leaf",
         "max_n",
@@ -232,6 +243,7 @@ class _ActionResolver:
             (key, _ActionResolver(child, device, deterministic, clip)) for key, child in plan.children
         ]
         self.n = self.start = self.max_n = self.total = 0
+        self.greedy_logits = False  # resolve()'s fast path: greedy actions from Discrete logits
         self.pad_mask: torch.Tensor | None = None
         self.flat_rows = self.flat_columns = None
         leaf = self.leaf
@@ -241,6 +253,7 @@ class _ActionResolver:
         if self.kind == "discrete":
             self.start = int(leaf.spec.discrete.start)
             self.n = int(leaf.spec.discrete.n)
+            self.greedy_logits = deterministic
         elif self.kind == "multi_discrete" and leaf.nvec is not None:
             nvec = leaf.nvec.reshape(-1)
             self.max_n = int(nvec.max()) if nvec.size else 0
@@ -273,6 +286,13 @@ class _ActionResolver:
         self, output: object, rows: int, path: str, generator: Callable[[], torch.Generator]
     ) -> object:
         """``output`` as actions in the codec's batch layout and wire dtypes, or ActionMismatch."""
+        if type(output) is _Tensor and self.greedy_logits and output.shape == (rows, self.n):
+            # The common case, greedy over a Discrete space's logits on the CPU, in numpy: the
+            # same first-maximum argmax as torch's at a third of the calls' cost on small batches.
+            logits = _cpu_float_array(output)
+            if logits is not None and math.isfinite(logits.sum()):
+                indices = logits.argmax(-1)
+                return indices + self.start if self.start else indices
         leaf = self.leaf
         if leaf is None:
             return self._resolve_composite(output, rows, path, generator)

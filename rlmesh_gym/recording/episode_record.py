@@ -74,8 +74,8 @@ class EpisodeRecord:
 
 def _success(final_info: Mapping[str, Any] | spaces_pb2.MetaMap | None) -> bool | None:
     """``final_info["is_success"]`` as it reads after the wire (``None`` when absent)."""
-    if final_info is None:
-        return None
+    if final_info is None or (type(final_info) is dict and "is_success" not in final_info):
+        return None  # the common case, checked first: an env's info dict without the key
     if isinstance(final_info, spaces_pb2.MetaMap):
         if "is_success" not in final_info.entries:
             return None

@@ -59,6 +59,20 @@ def test_discrete_logits_take_the_argmax_and_index_i_is_action_start_plus_i() ->
     assert act(logits, gym.spaces.Discrete(3, start=-1)).tolist() == [0, -1, 1]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_greedy_discrete_logits_pick_torchs_first_maximum_in_every_float_form(dtype, requires_grad) -> None:
+    # Ties, -inf masks and large values: the numpy path (CPU float tensors without grad) and
+    # torch's path (bfloat16, grad) must give what torch's argmax gives.
+    logits = torch.tensor(
+        [[1.0, 1.0, 0.0], [float("-inf"), 2.0, 2.0], [-3.0, -3.0, -2.5]], dtype=dtype
+    ).requires_grad_(requires_grad)
+    expected = logits.detach().float().argmax(-1).tolist()
+    assert expected == [0, 1, 2]
+    assert act(logits, gym.spaces.Discrete(3)).tolist() == expected
+    assert act(logits, gym.spaces.Discrete(3, start=4)).tolist() == [4 + i for i in expected]
+
+
 def test_discrete_action_values_with_start_are_actual_values() -> None:
     assert act(torch.tensor([-1, 1, 0]), gym.spaces.Discrete(3, start=-1)).tolist() == [-1, 1, 0]
 
