@@ -641,11 +641,9 @@ class _Run:
                         episode.terminated,
                         episode.truncated,
                         episode.duration_ms,
-                        None,
-                        None,
                         episode,
-                        build_metadata=episode_metadata,
-                        build_final_info=final_info_message,
+                        episode_metadata,
+                        final_info_message,
                     ),
                 )
 

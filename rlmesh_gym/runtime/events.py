@@ -387,8 +387,8 @@ class LazyEpisodeCompletedEvent(EpisodeCompletedEvent):
     """An :class:`EpisodeCompletedEvent` whose ``metadata`` and ``final_info`` are built from
     ``episode`` on first read, by ``build_metadata(episode)`` and ``build_final_info(episode)``.
 
-    It takes the documented class's arguments plus the two builders; pickling or copying it
-    gives a plain :class:`EpisodeCompletedEvent`.
+    It takes the documented class's arguments but ``final_info`` and ``metadata``, then the two
+    builders; pickling or copying it gives a plain :class:`EpisodeCompletedEvent`.
     """
 
     __slots__ = ("_build_metadata", "_build_final_info")
@@ -398,16 +398,37 @@ class LazyEpisodeCompletedEvent(EpisodeCompletedEvent):
 
     def __init__(
         self,
-        *args: Any,
-        build_metadata: Callable[[CompletedEpisode], env_pb2.EpisodeMetadata] | None = None,
-        build_final_info: Callable[[CompletedEpisode], spaces_pb2.MetaMap | None] | None = None,
-        **kwargs: Any,
+        session_id: str,
+        route: RuntimeRouteContext,
+        episode_id: str,
+        episode_record_id: str,
+        episode_index: int,
+        env_index: int,
+        step_count: int,
+        cumulative_reward: float,
+        terminated: bool,
+        truncated: bool,
+        duration_ms: int,
+        episode: CompletedEpisode,
+        build_metadata: Callable[[CompletedEpisode], env_pb2.EpisodeMetadata],
+        build_final_info: Callable[[CompletedEpisode], spaces_pb2.MetaMap | None],
     ) -> None:
-        EpisodeCompletedEvent.__init__(self, *args, **kwargs)
-        if build_metadata is not None:
-            self._build_metadata = build_metadata
-        if build_final_info is not None:
-            self._build_final_info = build_final_info
+        # The fields set one by one (the driver makes one per finished episode): metadata and
+        # final_info stay unset until read, when their builders fill them.
+        self.session_id = session_id
+        self.route = route
+        self.episode_id = episode_id
+        self.episode_record_id = episode_record_id
+        self.episode_index = episode_index
+        self.env_index = env_index
+        self.step_count = step_count
+        self.cumulative_reward = cumulative_reward
+        self.terminated = terminated
+        self.truncated = truncated
+        self.duration_ms = duration_ms
+        self.episode = episode
+        self._build_metadata = build_metadata
+        self._build_final_info = build_final_info
 
     def __reduce__(self) -> tuple[type, tuple[Any, ...]]:
         return _as_public(self, EpisodeCompletedEvent)
