@@ -289,10 +289,10 @@ class _ActionResolver:
         if type(output) is _Tensor and self.greedy_logits and output.shape == (rows, self.n):
             # The common case, greedy over a Discrete space's logits on the CPU, in numpy: the
             # same first-maximum argmax as torch's at a third of the calls' cost on small batches.
-            logits = _cpu_float_array(output)
-            if logits is not None and math.isfinite(logits.sum()):
-                indices = logits.argmax(-1)
-                return indices + self.start if self.start else indices
+            scores = _cpu_float_array(output)
+            if scores is not None and math.isfinite(scores.sum()):
+                greedy = scores.argmax(-1)
+                return greedy + self.start if self.start else greedy
         leaf = self.leaf
         if leaf is None:
             return self._resolve_composite(output, rows, path, generator)
