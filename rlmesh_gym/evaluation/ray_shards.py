@@ -34,51 +34,50 @@ How a run is laid out (the reasons: docs/design/evaluation.md, "Ray shards"):
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
-import importlib
-import ipaddress
 import math
 import os
 import pickle
-import queue
 import signal
-import socket
-import sys
-import tempfile
 import threading
 import time
-import traceback
 import uuid
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from rlmesh_gym._audience import command_line_audience, on_command_line
+from rlmesh_gym._audience import on_command_line
 from rlmesh_gym._regular_file import require_regular_file
 from rlmesh_gym.evaluation._evaluate import (
     EvaluationError,
     EvaluationInterrupted,
     PolicyMismatchError,
-    SessionEvaluation,
     default_ids,
 )
 from rlmesh_gym.evaluation._options import EvaluationOptions, check_options, fields_set
 from rlmesh_gym.evaluation._progress import EpisodeProgress, progress_wanted
 from rlmesh_gym.evaluation._quotas import lane_quotas
+from rlmesh_gym.evaluation._ray_cluster import RayCluster, connected, is_client
+from rlmesh_gym.evaluation._ray_worker import (
+    POLL_SECONDS,
+    Batch,
+    End,
+    Failure,
+    PolicyFile,
+    ShardJob,
+    StopFlag,
+    shard_list,
+    shard_stream,
+)
 from rlmesh_gym.evaluation._result import EvalResult, EvalTimings, combined_timings
 from rlmesh_gym.evaluation._settings import EvaluationSettings
 from rlmesh_gym.policies.resolve import describe_policy, policy_file
 from rlmesh_gym.recording.episode_record import EpisodeRecord
-from rlmesh_gym.runtime import RouteCancelledError, RuntimeLimits
 from rlmesh_gym.runtime.autoreset import AutoresetMode
+from rlmesh_gym.runtime.seeds import reset_seed
 
 __all__ = ["RayCluster", "evaluate_on_ray"]
 
-_INSTALL_HINT = "pip install 'rlmesh-gym[ray]'"
-# How often the driver and the shards look for news (an item, a stop): the delay of a Ctrl+C.
-_POLL_SECONDS = 0.25
 # How long one ready item may take to arrive at the driver (a large recording part included).
 _GET_TIMEOUT = 120.0
 # How long force-cancelled shards get to report before the driver stops waiting for them.
@@ -88,578 +87,6 @@ _BATCHES_PER_SHARD = 16
 # EvaluationOptions a Ray run cannot honour: hooks would run (and keep their state) in the
 # workers; max_episodes goes with evaluate()'s target_ci, which a Ray run does not take.
 _NOT_ON_RAY = ("hooks", "max_episodes")
-_DEFAULT_CLIENT_PORT = 10001  # Ray Client's own default
-
-
-def _check_address(address: Any) -> None:
-    expected = "expected 'local', 'auto', 'ray://HOST:PORT' or a GCS address 'HOST:PORT'"
-    if not isinstance(address, str) or not address.strip():
-        raise TypeError(f"RayCluster.address must be a non-empty str ({expected}), got {address!r}")
-    if address in ("local", "auto"):
-        return
-    scheme, separator, rest = address.partition("://")
-    if separator and scheme != "ray":
-        raise ValueError(f"unknown Ray address scheme {scheme + '://'!r} in {address!r}; {expected}")
-    try:
-        _host_port(address)
-    except ValueError:
-        raise ValueError(f"Ray address {address!r} is not a HOST:PORT address; {expected}") from None
-
-
-def _host_port(address: str) -> tuple[str, int]:
-    """The host and port of ``HOST:PORT`` or ``ray://HOST[:PORT]``; ``ValueError`` otherwise."""
-    client = address.startswith("ray://")
-    rest = address.removeprefix("ray://")
-    host, colon, port = rest.rpartition(":")
-    if client and (not colon or not port.isdigit()):
-        host, port = rest, str(_DEFAULT_CLIENT_PORT)
-    host = host.strip("[]")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(address)
-    return host, int(port)
-
-
-def _check_number(
-    name: str, value: Any, low: float, *, integer: bool = False, inclusive: bool = True
-) -> None:
-    kinds = (int,) if integer else (int, float)
-    ok = (
-        not isinstance(value, bool)
-        and isinstance(value, kinds)
-        and math.isfinite(value)
-        and (value >= low if inclusive else value > low)
-    )
-    if not ok:
-        what = "an int" if integer else "a number"
-        bound = f">= {low:g}" if inclusive else f"> {low:g}"
-        raise ValueError(f"RayCluster.{name} must be {what} {bound}, got {value!r}")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RayCluster:
-    """Where and how :func:`evaluate_on_ray` runs; checked on construction.
-
-    Args:
-        address: ``"local"`` (start a Ray cluster on this machine for the run, on loopback
-            only, and stop it afterwards), ``"auto"`` (the running cluster: ``RAY_ADDRESS``, else
-            the one ``ray start`` started here), a Ray Client address ``"ray://HOST:PORT"``, or a
-            cluster's GCS address ``"HOST:PORT"``. A process already connected to Ray
-            (``ray.init`` was called) evaluates on that connection and stays connected; it
-            cannot start a ``"local"`` one. Connecting never stops a cluster, it disconnects.
-        shards: how many Ray tasks share the lanes, each a contiguous slice (at most
-            ``num_envs``).
-        cpus_per_shard, gpus_per_shard: the Ray resources each task asks for;
-            ``gpus_per_shard=None``: 1 when ``device`` is a CUDA device, else 0.
-        max_retries: how often Ray runs a shard again whose worker or node was lost.
-        stop_grace: seconds a stopped shard (Ctrl+C, another shard failed) gets to send its
-            episodes before it is cancelled.
-        connect_timeout: seconds to wait for the cluster's address to answer.
-        imports: modules every worker imports before it builds the env (the CLI's
-            ``--import``), so that the env ids they register are known there.
-        num_cpus: the CPUs of a ``"local"`` cluster (``None``: every core of this machine).
-        runtime_env: Ray's ``runtime_env`` of the run's workers (``working_dir``, ``pip``, ...);
-            a ``"local"`` cluster also puts this process's ``sys.path`` on their ``PYTHONPATH``
-            (unless ``runtime_env["env_vars"]`` sets one).
-
-    Example:
-        >>> RayCluster("auto", shards=4).shards
-        4
-    """
-
-    address: str = "local"
-    shards: int = 2
-    cpus_per_shard: float = 1.0
-    gpus_per_shard: float | None = None
-    max_retries: int = 3
-    stop_grace: float = 10.0
-    connect_timeout: float = 10.0
-    imports: Sequence[str] = ()
-    num_cpus: int | None = None
-    runtime_env: Mapping[str, Any] | None = None
-
-    def __post_init__(self) -> None:
-        _check_address(self.address)
-        _check_number("shards", self.shards, 1, integer=True)
-        _check_number("cpus_per_shard", self.cpus_per_shard, 0)
-        if self.gpus_per_shard is not None:
-            _check_number("gpus_per_shard", self.gpus_per_shard, 0)
-        _check_number("max_retries", self.max_retries, 0, integer=True)
-        _check_number("stop_grace", self.stop_grace, 0, inclusive=False)
-        _check_number("connect_timeout", self.connect_timeout, 0, inclusive=False)
-        if isinstance(self.imports, str) or not all(isinstance(m, str) and m for m in self.imports):
-            raise TypeError(f"RayCluster.imports must be a sequence of module names, got {self.imports!r}")
-        object.__setattr__(self, "imports", tuple(self.imports))
-        if self.num_cpus is not None:
-            _check_number("num_cpus", self.num_cpus, 1, integer=True)
-            if self.address != "local":
-                raise ValueError(
-                    f"RayCluster.num_cpus sizes a cluster started here (address='local'); the cluster at "
-                    f"{self.address!r} has its own"
-                )
-        if self.runtime_env is not None:
-            if not isinstance(self.runtime_env, Mapping):
-                raise TypeError(f"RayCluster.runtime_env must be a mapping, got {self.runtime_env!r}")
-            object.__setattr__(self, "runtime_env", dict(self.runtime_env))
-
-    def gpus_for(self, device: str) -> float:
-        """The GPUs one shard asks for when the policy runs on ``device``."""
-        if self.gpus_per_shard is not None:
-            return self.gpus_per_shard
-        return 1.0 if device.startswith("cuda") else 0.0
-
-
-# -- what travels to a shard and back --------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _PolicyFile:
-    """A policy file read on the driver: written under its own name in the worker and loaded there."""
-
-    name: str
-    data: bytes
-    sb3: bool  # named as sb3:PATH
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _ShardJob:
-    """Everything one shard's task needs (pickled by Ray)."""
-
-    index: int
-    first_lane: int
-    quotas: tuple[int, ...]
-    env_id: str
-    env_kwargs: dict[str, Any] | None
-    imports: tuple[str, ...]
-    autoreset: str
-    vectorization: str
-    policy: Any
-    policy_name: str
-    policy_seed: int | None
-    seed: int | None
-    deterministic: bool
-    device: str
-    allow_pickle: bool
-    limits: Any
-    max_steps: int | None
-    session_id: str
-    route_id: str
-    record: Any  # the part's RecordingOptions (lanes numbered in the shard), or None
-    batch: int
-    stop_name: str
-    namespace: str | None
-    command_line: bool
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Batch:
-    """Episodes a shard counted (global lanes), sent as they are counted."""
-
-    shard: int
-    records: tuple[EpisodeRecord, ...]
-    pid: int
-    worker_id: str
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Failure:
-    """Why a shard ended early. ``kind``: ``"input"`` (nothing ran: a bad env, policy or option),
-    ``"mismatch"`` (the policy failed on the first observations), ``"failed"`` (the session
-    failed after it started) or ``"stopped"`` (the driver asked it to stop)."""
-
-    kind: str
-    type_name: str
-    message: str
-    details: str  # the worker's traceback
-    category: str  # the builtin class the driver raises for an input error it cannot unpickle
-    pickled: bytes | None  # the input error itself, when it pickles
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _End:
-    """A shard's last item: all its counted episodes and how it ended."""
-
-    shard: int
-    records: tuple[EpisodeRecord, ...]
-    batches: int
-    timings: EvalTimings | None
-    started_ns: int  # wall clock (time.time_ns) around the session, for the run's wall time
-    ended_ns: int
-    failure: _Failure | None
-    part: bytes | None
-    contract: bytes | None
-    pid: int
-    worker_id: str
-
-
-def _failure(kind: str, error: BaseException) -> _Failure:
-    details = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-    category = next(
-        (c.__name__ for c in (ValueError, TypeError, ImportError, OSError) if isinstance(error, c)),
-        "Exception",
-    )
-    pickled = None
-    if kind == "input":
-        with contextlib.suppress(Exception):
-            pickled = pickle.dumps(error)
-            pickle.loads(pickled)  # an exception whose __init__ takes other arguments does not
-    return _Failure(
-        kind, type(error).__name__, str(error) or type(error).__name__, details, category, pickled
-    )
-
-
-# -- in the worker -----------------------------------------------------------------------------------
-
-
-class _Done:
-    """The session thread's last message to the task's loop."""
-
-
-_DONE = _Done()
-
-
-class _ShardRun:
-    """One shard's task, in its Ray worker: the session runs on a thread of its own while the
-    task's generator yields what it counted."""
-
-    def __init__(self, job: _ShardJob) -> None:
-        self.job = job
-        self.ray: Any = importlib.import_module("ray")
-        self.pid = os.getpid()
-        self.worker_id = str(self.ray.get_runtime_context().get_worker_id())
-        self.messages: queue.Queue[tuple[EpisodeRecord, ...] | _Done] = queue.Queue()
-        self.pending: list[EpisodeRecord] = []
-        self.outcome: Any = None  # the session's EvalResult, or what it raised
-        self.started_ns = self.ended_ns = 0
-
-    def items(self) -> Iterator[_Batch | _End]:
-        with tempfile.TemporaryDirectory(prefix="rlmesh-gym-shard-") as scratch:
-            try:
-                evaluation = self._prepare(scratch)
-            except Exception as error:
-                yield self._end((), 0, None, _failure("input", error), None, None)
-                return
-            session = threading.Thread(
-                target=self._run, args=(evaluation,), name="rlmesh-gym-shard-session", daemon=True
-            )
-            session.start()
-            batches, stopped, looked = 0, False, 0.0
-            while True:
-                try:
-                    message = self.messages.get(timeout=_POLL_SECONDS)
-                except queue.Empty:
-                    message = None
-                if isinstance(message, _Done):
-                    break
-                if message is not None:
-                    batches += 1
-                    yield _Batch(self.job.index, message, self.pid, self.worker_id)
-                if not stopped and time.monotonic() - looked >= _POLL_SECONDS:
-                    looked = time.monotonic()
-                    if self._stop_requested():
-                        evaluation.cancel()  # thread-safe: the session ends after its step
-                        stopped = True
-            session.join()
-            yield self._ended(evaluation, batches, stopped, scratch)
-
-    def _prepare(self, scratch: str) -> SessionEvaluation:
-        """The shard's env, model and session; raises what a bad input raises in-process."""
-        from rlmesh_gym.envs.env_ids import import_env_packages
-        from rlmesh_gym.envs.resolve import resolve_env
-        from rlmesh_gym.evaluation._blocking import run_blocking
-        from rlmesh_gym.evaluation._lane_seeds import lane_ordinal_seeds
-        from rlmesh_gym.policies.resolve import resolve_policy
-
-        job = self.job
-        import_env_packages(job.imports)
-        policy = self._policy(scratch)
-        resolved = resolve_env(
-            job.env_id,
-            num_envs=len(job.quotas),
-            autoreset=job.autoreset,
-            vectorization=job.vectorization,
-            env_kwargs=job.env_kwargs,
-        )
-        try:
-            if job.seed is not None:
-                # Lane j is seeded as global lane first_lane + j of the num_envs-lane run.
-                seeded = lane_ordinal_seeds(
-                    resolved.env, len(job.quotas), job.seed, job.session_id, job.route_id, job.first_lane
-                )
-                resolved = dataclasses.replace(resolved, env=seeded)
-            model = resolve_policy(
-                policy,
-                resolved.env.contract,
-                seed=job.policy_seed,
-                device=job.device,
-                deterministic=job.deterministic,
-                allow_pickle=job.allow_pickle,
-            )
-            record = None
-            if job.record is not None:
-                record = dataclasses.replace(job.record, path=os.path.join(scratch, "part.rec"))
-            settings = EvaluationSettings(
-                episodes=sum(job.quotas),
-                seed=job.seed,
-                deterministic=job.deterministic,
-                device=job.device,
-                record=record,
-                progress=False,
-                limits=job.limits,
-                max_steps=job.max_steps,
-                vectorization=job.vectorization,
-                env_kwargs=job.env_kwargs,
-                allow_pickle=job.allow_pickle,
-                session_id=job.session_id,
-                route_id=job.route_id,
-            )
-            return SessionEvaluation(
-                resolved,
-                model,
-                settings,
-                policy_name=job.policy_name,
-                quotas=job.quotas,
-                on_counted=self._counted,
-            )
-        except BaseException:
-            timeout = (job.limits or RuntimeLimits()).service_close_timeout
-            run_blocking(lambda: resolved.env.close(timeout), lambda: None)
-            raise
-
-    def _policy(self, scratch: str) -> Any:
-        policy = self.job.policy
-        if not isinstance(policy, _PolicyFile):
-            return policy
-        path = os.path.join(scratch, policy.name)
-        with open(path, "wb") as out:
-            out.write(policy.data)
-        return f"sb3:{path}" if policy.sb3 else path
-
-    def _run(self, evaluation: SessionEvaluation) -> None:
-        self.started_ns = time.time_ns()
-        try:
-            self.outcome = asyncio.run(evaluation.run())
-        except BaseException as error:  # handed to the task's loop
-            self.outcome = error
-        finally:
-            self.ended_ns = time.time_ns()
-            self.messages.put(_DONE)
-
-    def _global(self, record: EpisodeRecord) -> EpisodeRecord:
-        return dataclasses.replace(record, lane=self.job.first_lane + record.lane, shard=self.job.index)
-
-    def _counted(self, record: EpisodeRecord) -> None:
-        # On the session's thread. A batch is a fixed number of episodes, so that a retried
-        # task yields as many objects as its first attempt (Ray replays a generator by count).
-        self.pending.append(self._global(record))
-        if len(self.pending) == self.job.batch:
-            self.messages.put(tuple(self.pending))
-            self.pending.clear()
-
-    def _stop_requested(self) -> bool:
-        try:
-            self.ray.get_actor(self.job.stop_name, namespace=self.job.namespace)
-        except ValueError:  # no such actor: no stop asked for
-            return False
-        return True
-
-    def _ended(self, evaluation: SessionEvaluation, batches: int, stopped: bool, scratch: str) -> _End:
-        outcome = self.outcome
-        failure = None
-        if isinstance(outcome, EvalResult):
-            result = outcome
-        elif isinstance(outcome, EvaluationError):
-            result = outcome.partial
-            if isinstance(outcome, PolicyMismatchError):
-                kind = "mismatch"
-            elif stopped and isinstance(outcome.__cause__, RouteCancelledError):
-                kind = "stopped"
-            else:
-                kind = "failed"
-            failure = _failure(kind, outcome)
-        else:  # not an outcome of the session (an error while it was set up or closed)
-            result = evaluation.partial_result()
-            failure = _failure("failed", outcome)
-        part = None
-        if self.job.record is not None:
-            path = os.path.join(scratch, "part.rec")
-            if os.path.exists(path):
-                with open(path, "rb") as stream:
-                    part = stream.read()
-        contract = evaluation.resolved.env.contract.SerializeToString(deterministic=True)
-        records = tuple(self._global(record) for record in result.episodes)
-        return self._end(records, batches, result.timings, failure, part, contract)
-
-    def _end(
-        self,
-        records: tuple[EpisodeRecord, ...],
-        batches: int,
-        timings: EvalTimings | None,
-        failure: _Failure | None,
-        part: bytes | None,
-        contract: bytes | None,
-    ) -> _End:
-        return _End(
-            self.job.index,
-            records,
-            batches,
-            timings,
-            self.started_ns,
-            self.ended_ns,
-            failure,
-            part,
-            contract,
-            self.pid,
-            self.worker_id,
-        )
-
-
-def _shard_stream(job: _ShardJob) -> Iterator[_Batch | _End]:
-    """One shard's Ray task: a generator, so Ray streams what it yields to the driver."""
-    with command_line_audience() if job.command_line else contextlib.nullcontext():
-        yield from _ShardRun(job).items()
-
-
-def _shard_list(job: _ShardJob) -> list[_Batch | _End]:
-    """One shard's Ray task for a Ray Client connection (``ray://``), which cannot stream a
-    generator: every item at once, at the end."""
-    return list(_shard_stream(job))
-
-
-class _StopFlag:
-    """Its existence, as a named actor, asks every shard of a run to stop."""
-
-
-# -- on the driver -----------------------------------------------------------------------------------
-
-
-def _import_ray() -> Any:
-    try:
-        return importlib.import_module("ray")
-    except ImportError as error:
-        raise ImportError(f"evaluate_on_ray needs ray, which is not installed: {_INSTALL_HINT}") from error
-
-
-@contextlib.contextmanager
-def _loopback_only(ray: Any) -> Iterator[None]:
-    """Ray on this machine's loopback interface only, for the block.
-
-    Ray resolves ``127.0.0.1`` to the machine's network address, and binds its servers there,
-    unless it believes multi-machine clusters are off (its macOS/Windows default, the
-    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` setting it reads at import): then every process it
-    starts or connects to talks on ``127.0.0.1`` and its gRPC servers listen there only.
-    """
-    constants: Any = importlib.import_module("ray._private.ray_constants")
-    previous = getattr(constants, "ENABLE_RAY_CLUSTER", None)
-    if previous is None:  # a Ray without the setting: nothing to change
-        yield
-        return
-    constants.ENABLE_RAY_CLUSTER = False
-    try:
-        yield
-    finally:
-        constants.ENABLE_RAY_CLUSTER = previous
-
-
-def _user_paths() -> list[str]:
-    """This process's ``sys.path`` without the interpreter's own directories (which every worker
-    has): the directories a user's modules are found in."""
-    own = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    paths = []
-    for entry in sys.path:
-        path = os.path.realpath(entry or os.getcwd())
-        if any(path == p or path.startswith(p + os.sep) for p in own):
-            continue
-        if os.path.exists(path) and path not in paths:
-            paths.append(path)
-    return paths
-
-
-def _local_runtime_env(given: Mapping[str, Any] | None) -> dict[str, Any]:
-    runtime_env = dict(given or {})
-    env_vars = dict(runtime_env.get("env_vars") or {})
-    paths = _user_paths()
-    if paths and "PYTHONPATH" not in env_vars:
-        env_vars["PYTHONPATH"] = os.pathsep.join(paths)
-    if env_vars:
-        runtime_env["env_vars"] = env_vars
-    return runtime_env
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a host name
-        return False
-
-
-def _found_address(address: str) -> str:
-    """``address``, or for ``"auto"`` the running cluster's (as ``ray.init("auto")`` finds it)."""
-    if address != "auto":
-        return address
-    services = importlib.import_module("ray._private.services")
-    try:
-        return str(services.get_ray_address_from_environment("auto", None))
-    except ConnectionError as error:
-        raise ConnectionError(
-            "RayCluster(address='auto') found no running Ray cluster: start one with `ray start --head`, "
-            f"set RAY_ADDRESS, or pass address='local' ({error})"
-        ) from error
-
-
-def _check_reachable(address: str, timeout: float) -> None:
-    # ray.init retries an address nobody answers at for minutes; find out in `timeout` seconds.
-    host, port = _host_port(address)
-    try:
-        socket.create_connection((host, port), timeout=timeout).close()
-    except OSError as error:
-        raise ConnectionError(
-            f"no Ray cluster answers at {address} within {timeout:g} s ({error}); check the address, "
-            "or pass RayCluster(address='local') to start one here"
-        ) from error
-
-
-def _is_client(ray: Any) -> bool:
-    """Whether this process talks to Ray through Ray Client (``ray://``)."""
-    client = importlib.import_module("ray.util.client")
-    return bool(client.ray.is_connected())
-
-
-@contextlib.contextmanager
-def _connected(cluster: RayCluster) -> Iterator[Any]:
-    """``ray``, connected to ``cluster`` for the block; a cluster started here is stopped after it."""
-    ray = _import_ray()
-    if ray.is_initialized():
-        if cluster.address == "local":
-            raise ValueError(
-                "RayCluster(address='local') starts a Ray cluster, but this process is already connected "
-                "to one (ray.init was called); pass address='auto' to evaluate on that connection"
-            )
-        yield ray  # the caller's connection, left as it is
-        return
-    if cluster.address == "local":
-        with _loopback_only(ray):
-            ray.init(
-                num_cpus=cluster.num_cpus,
-                include_dashboard=False,
-                _node_ip_address="127.0.0.1",
-                runtime_env=_local_runtime_env(cluster.runtime_env),
-            )
-            try:
-                yield ray
-            finally:
-                ray.shutdown()
-        return
-    address = _found_address(cluster.address)
-    _check_reachable(address, cluster.connect_timeout)
-    loopback = not address.startswith("ray://") and _is_loopback(_host_port(address)[0])
-    with _loopback_only(ray) if loopback else contextlib.nullcontext():
-        ray.init(address=address, runtime_env=cluster.runtime_env)
-        try:
-            yield ray
-        finally:
-            ray.shutdown()  # a connection only: disconnects, the cluster runs on
 
 
 class _Interrupts:
@@ -693,11 +120,11 @@ class _Interrupts:
 class _Shard:
     """One shard on the driver: its lanes, its task and what it sent."""
 
-    job: _ShardJob
+    job: ShardJob
     handle: Any = None
     received: list[EpisodeRecord] = dataclasses.field(default_factory=list)
     batches: int = 0
-    end: _End | None = None
+    end: End | None = None
     lost: BaseException | None = None
     first_pid: int | None = None
 
@@ -712,7 +139,7 @@ class _Shard:
         return self.end.records if self.end is not None else tuple(self.received)
 
     @property
-    def failure(self) -> _Failure | None:
+    def failure(self) -> Failure | None:
         return self.end.failure if self.end is not None else None
 
 
@@ -802,7 +229,7 @@ class _RayRun:
 
     # -- the shards ------------------------------------------------------------------------------
 
-    def _jobs(self, namespace: str | None) -> list[_ShardJob]:
+    def _jobs(self, namespace: str | None) -> list[ShardJob]:
         """One job per shard with something to count (a shard whose quotas are all 0 runs nothing)."""
         settings, cluster = self.settings, self.cluster
         jobs = []
@@ -812,7 +239,7 @@ class _RayRun:
             quotas = self.quotas[first : first + lanes]
             if sum(quotas):
                 jobs.append(
-                    _ShardJob(
+                    ShardJob(
                         index=index,
                         first_lane=first,
                         quotas=quotas,
@@ -849,9 +276,7 @@ class _RayRun:
         seed = self.settings.seed
         if seed is None or first_lane == 0:
             return seed
-        from rlmesh_gym.policies._model import route_seed
-
-        return route_seed(seed, self.session_id, f"{self.route_id}-shard-from-lane-{first_lane}")
+        return reset_seed(seed, self.session_id, f"{self.route_id}-policy", 0, first_lane)
 
     def _part(self, first_lane: int, lanes: int, index: int) -> Any:
         if self.record is None:
@@ -868,7 +293,7 @@ class _RayRun:
     def run(self) -> EvalResult:
         target = self._reserve_recording()  # a bad path fails before any cluster is started
         try:
-            with _connected(self.cluster) as ray:
+            with connected(self.cluster) as ray:
                 return self._run(ray, target)
         finally:
             if target is not None:
@@ -901,8 +326,8 @@ class _RayRun:
         self._check_resources(ray)
         namespace = ray.get_runtime_context().namespace
         shards = [_Shard(job) for job in self._jobs(namespace)]
-        client = _is_client(ray)
-        task = ray.remote(_shard_list if client else _shard_stream)
+        client = is_client(ray)
+        task = ray.remote(shard_list if client else shard_stream)
         bar = None
         if progress_wanted(self.settings.progress):
             description = f"{self.env_id} x{self.num_envs} on {self.cluster.shards} Ray shards"
@@ -987,7 +412,7 @@ class _RayRun:
                     cancel_deadline = now + _CANCEL_WAIT
                 if cancel_deadline is not None and (now >= cancel_deadline or self.interrupts.count >= 2):
                     return stop_flag  # what they sent so far is all there is
-                ready, _ = ray.wait([shard.handle for shard in running], num_returns=1, timeout=_POLL_SECONDS)
+                ready, _ = ray.wait([shard.handle for shard in running], num_returns=1, timeout=POLL_SECONDS)
                 for handle in ready:
                     shard = next(s for s in running if s.handle is handle or s.handle == handle)
                     if not self._take(ray, shard, bar, client):
@@ -997,7 +422,7 @@ class _RayRun:
         return stop_flag
 
     def _request_stop(self, ray: Any) -> Any:
-        flag = ray.remote(num_cpus=0)(_StopFlag)
+        flag = ray.remote(num_cpus=0)(StopFlag)
         return flag.options(name=self.stop_name, namespace=ray.get_runtime_context().namespace).remote()
 
     def _take(self, ray: Any, shard: _Shard, bar: EpisodeProgress | None, client: bool) -> bool:
@@ -1021,7 +446,7 @@ class _RayRun:
         return not client
 
     def _accept(self, shard: _Shard, item: Any, bar: EpisodeProgress | None) -> None:
-        if isinstance(item, _Batch):
+        if isinstance(item, Batch):
             if shard.first_pid is None:
                 shard.first_pid = item.pid
             shard.batches += 1
@@ -1030,7 +455,7 @@ class _RayRun:
                 for record in item.records:
                     bar.update(record.episode_return)
             return
-        assert isinstance(item, _End)
+        assert isinstance(item, End)
         shard.end = item
         if bar is not None:
             for record in item.records[len(shard.received) :]:
@@ -1137,7 +562,7 @@ class _RayRun:
         target.merge(contract, self.num_envs, parts, env_id=self.env_id, base_seed=self.settings.seed)
 
 
-def _input_error(failure: _Failure, where: str) -> BaseException:
+def _input_error(failure: Failure, where: str) -> BaseException:
     """A shard's bad-input error as the driver raises it: the error itself when it unpickles here,
     else the builtin class it is an instance of, with its message."""
     if failure.pickled is not None:
@@ -1165,7 +590,7 @@ def _payload(policy: Any) -> Any:
     require_regular_file(path, "policy", expected)
     with open(path, "rb") as stream:
         data = stream.read()
-    return _PolicyFile(os.path.basename(path) or "policy", data, sb3)
+    return PolicyFile(os.path.basename(path) or "policy", data, sb3)
 
 
 def evaluate_on_ray(

@@ -75,12 +75,13 @@ def test_the_gpus_of_a_shard_follow_the_device_unless_given():
 
 
 def test_a_policy_file_travels_as_its_bytes_and_a_spec_as_it_is(tmp_path):
-    from rlmesh_gym.evaluation.ray_shards import _payload, _PolicyFile
+    from rlmesh_gym.evaluation._ray_worker import PolicyFile
+    from rlmesh_gym.evaluation.ray_shards import _payload
 
     saved = tmp_path / "policy.pt2"
     saved.write_bytes(b"weights")
-    assert _payload(str(saved)) == _PolicyFile("policy.pt2", b"weights", False)
-    assert _payload(f"sb3:{saved}") == _PolicyFile("policy.pt2", b"weights", True)
+    assert _payload(str(saved)) == PolicyFile("policy.pt2", b"weights", False)
+    assert _payload(f"sb3:{saved}") == PolicyFile("policy.pt2", b"weights", True)
     assert _payload("pretrained:cartpole") == "pretrained:cartpole"
     assert _payload("package.module:attr") == "package.module:attr"
     assert policy_file("random") is None and policy_file(saved) == (str(saved), False)

@@ -52,7 +52,7 @@ class _Cluster:
 
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Cluster]:
-    from rlmesh_gym.evaluation.ray_shards import _connected
+    from rlmesh_gym.evaluation._ray_cluster import connected
 
     reports = tmp_path_factory.mktemp("ray-reports")
     # The cluster's processes inherit this environment: the workers of every job (the command
@@ -61,7 +61,7 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Cluster]:
     os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE), *filter(None, [saved["PYTHONPATH"]])])
     os.environ[REPORT_DIRECTORY] = str(reports)
     try:
-        with _connected(RayCluster("local", num_cpus=2)) as ray:
+        with connected(RayCluster("local", num_cpus=2)) as ray:
             context = ray.get_runtime_context()
             session_dir = os.path.join(context.get_temp_dir(), context.get_session_name())
             yield _Cluster(context.gcs_address, session_dir, reports)
@@ -136,6 +136,52 @@ def test_disabled_autoreset_gives_lane_ordinal_seeds_whatever_the_shards(ray_clu
     for lane, episodes in _by_lane(two.episodes).items():
         seeds = [seed for seed, *_ in episodes]
         assert seeds == [reset_seed(4, "eval-CartPole-v1", "lanes-2", k, lane) for k in range(len(seeds))]
+
+
+def test_the_options_travel_to_the_shards(ray_cluster):
+    options = EvaluationOptions(env_kwargs={"max_episode_steps": 20}, max_steps=1_000)
+    result = _on_ray("pretrained:cartpole", 2, episodes=4, num_envs=2, seed=0, options=options)
+    assert result.lengths == [20] * 4 and all(e.truncated for e in result.episodes)
+
+
+def test_over_ray_client_the_shards_send_their_episodes_at_the_end(ray_cluster, monkeypatch):
+    # Ray Client (ray://) cannot stream a generator: each shard's task returns its items at once.
+    from rlmesh_gym.evaluation import ray_shards
+
+    monkeypatch.setattr(ray_shards, "is_client", lambda ray: True)
+    reference = evaluate(
+        "CartPole-v1", push_towards_the_lean, episodes=10, num_envs=4, seed=9, progress=False
+    )
+    result = _on_ray(push_towards_the_lean, 2, episodes=10, num_envs=4, seed=9)
+    assert result.complete and _by_lane(result.episodes) == _by_lane(reference.episodes)
+
+
+def test_a_policy_that_does_not_fit_the_env_is_a_policy_mismatch(ray_cluster):
+    with pytest.raises(PolicyMismatchError, match="MountainCar-v0"):
+        evaluate_on_ray(
+            "MountainCar-v0", "pretrained:cartpole", cluster="auto", episodes=2, num_envs=2, progress=False
+        )
+
+
+def test_a_bad_env_id_raises_what_it_raises_in_process(ray_cluster):
+    with pytest.raises(ValueError, match="unknown env id 'NoSuchEnv-v0'"):
+        evaluate_on_ray("NoSuchEnv-v0", "random", cluster="auto", episodes=2, num_envs=2, progress=False)
+
+
+def test_a_gpu_device_asks_each_shard_for_a_gpu_which_a_cpu_cluster_refuses(ray_cluster):
+    import ray
+
+    from rlmesh_gym.evaluation.ray_shards import _RayRun
+
+    run = _RayRun.from_arguments(
+        "CartPole-v1",
+        "random",
+        RayCluster("local"),
+        {"episodes": 2, "num_envs": 2, "device": "cuda", "options": None},
+    )
+    assert run.gpus == 1.0
+    with pytest.raises(ValueError, match=r"1 GPU\(s\) .*from device='cuda'.*has 0"):
+        run._check_resources(ray)
 
 
 def test_every_socket_of_the_clusters_processes_is_on_loopback(ray_cluster):
@@ -217,34 +263,6 @@ def test_a_policy_that_raises_is_not_retried_and_its_episodes_are_kept(ray_clust
     assert len(runs.read_text().splitlines()) == 2  # one run per shard: none was retried
 
 
-def test_a_policy_that_does_not_fit_the_env_is_a_policy_mismatch(ray_cluster):
-    with pytest.raises(PolicyMismatchError, match="MountainCar-v0"):
-        evaluate_on_ray(
-            "MountainCar-v0", "pretrained:cartpole", cluster="auto", episodes=2, num_envs=2, progress=False
-        )
-
-
-def test_a_bad_env_id_raises_what_it_raises_in_process(ray_cluster):
-    with pytest.raises(ValueError, match="unknown env id 'NoSuchEnv-v0'"):
-        evaluate_on_ray("NoSuchEnv-v0", "random", cluster="auto", episodes=2, num_envs=2, progress=False)
-
-
-def test_a_gpu_device_asks_each_shard_for_a_gpu_which_a_cpu_cluster_refuses(ray_cluster):
-    import ray
-
-    from rlmesh_gym.evaluation.ray_shards import _RayRun
-
-    run = _RayRun.from_arguments(
-        "CartPole-v1",
-        "random",
-        RayCluster("local"),
-        {"episodes": 2, "num_envs": 2, "device": "cuda", "options": None},
-    )
-    assert run.gpus == 1.0
-    with pytest.raises(ValueError, match=r"1 GPU\(s\) .*from device='cuda'.*has 0"):
-        run._check_resources(ray)
-
-
 def _cli(*arguments: str, cwd: Path, cluster: _Cluster) -> subprocess.Popen[str]:
     environment = {**os.environ, "RAY_ADDRESS": cluster.gcs_address}
     command = [sys.executable, "-m", "rlmesh_gym", "eval", "CartPole-v1", *arguments, "--ray", "auto"]
@@ -316,9 +334,3 @@ def test_ctrl_c_stops_every_shard_and_prints_the_partial_result(ray_cluster, tmp
     for lane in range(4):
         got = [tuple(e[k] for k in keys) for e in data["episodes"] if e["lane"] == lane]
         assert got == expected[lane][: len(got)]
-
-
-def test_the_options_travel_to_the_shards(ray_cluster):
-    options = EvaluationOptions(env_kwargs={"max_episode_steps": 20}, max_steps=1_000)
-    result = _on_ray("pretrained:cartpole", 2, episodes=4, num_envs=2, seed=0, options=options)
-    assert result.lengths == [20] * 4 and all(e.truncated for e in result.episodes)
