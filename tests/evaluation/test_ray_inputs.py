@@ -117,9 +117,3 @@ def test_without_ray_the_error_names_the_extra():
     assert out.stdout.strip() == (
         "evaluate_on_ray needs ray, which is not installed: pip install 'rlmesh-gym[ray]'"
     )
-
-
-def test_importing_the_evaluation_package_does_not_import_ray():
-    code = "import sys, rlmesh_gym.evaluation; print('ray' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert out.stdout.strip() == "False"
