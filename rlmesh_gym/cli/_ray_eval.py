@@ -42,8 +42,9 @@ def run_ray_eval(args: argparse.Namespace, env_kwargs: dict[str, Any]) -> int:
 
             env_spec(args.env_id)  # an unknown id is the clearer message than "no shipped policy"
             policy = default_policy(args.env_id)
-        shards = {} if args.shards is None else {"shards": args.shards}
-        cluster = RayCluster(args.ray, imports=tuple(args.import_modules), **shards)
+        # Without --shards: the default number, but never more than the lanes.
+        shards = min(RayCluster().shards, args.num_envs) if args.shards is None else args.shards
+        cluster = RayCluster(args.ray, shards=shards, imports=tuple(args.import_modules))
     except (ValueError, TypeError, ImportError) as exc:
         return report_error(str(exc), 2)
     try:

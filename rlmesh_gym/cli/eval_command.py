@@ -134,7 +134,7 @@ def register(subparsers: Any) -> None:
         type=int,
         default=None,
         metavar="M",
-        help="with --ray: how many Ray tasks share the --num-envs lanes (default: 2)",
+        help="with --ray: how many Ray tasks share the --num-envs lanes (default: 2, at most --num-envs)",
     )
     add_policy_loading_arguments(parser)
     parser.set_defaults(func=run)

@@ -167,7 +167,10 @@ class _RayRun:
                 "object in-process with evaluate()"
             )
         if isinstance(cluster, str):
-            cluster = RayCluster(cluster)
+            # Shards not chosen: the default number, but never more than the lanes.
+            default = RayCluster().shards
+            lanes = settings.num_envs if isinstance(settings.num_envs, int) else default
+            cluster = RayCluster(cluster, shards=max(1, min(default, lanes)))
         if not isinstance(cluster, RayCluster):
             raise TypeError(
                 f"cluster must be a Ray address (str) or a RayCluster, got {type(cluster).__qualname__}"
@@ -611,11 +614,12 @@ def evaluate_on_ray(
     """Evaluate ``policy`` on the env id ``env`` over a Ray cluster and return one :class:`EvalResult`.
 
     ``cluster`` is a Ray address (``"local"``: a cluster started on this machine for the run,
-    ``"auto"``, ``"ray://HOST:PORT"`` or ``"HOST:PORT"``) or a :class:`RayCluster` saying also how
-    many ``shards`` (Ray tasks) share the ``num_envs`` lanes (default: one lane per shard) and
-    what each asks of the cluster. Each shard builds its slice of the lanes from ``env`` (an env
-    id: it travels as the id, ``EvaluationOptions.env_kwargs`` and ``RayCluster.imports``) and
-    runs one session of :func:`evaluate` on it with the episodes' per-lane quotas.
+    ``"auto"``, ``"ray://HOST:PORT"`` or ``"HOST:PORT"``; 2 shards, or 1 for one lane) or a
+    :class:`RayCluster` saying also how many ``shards`` (Ray tasks) share the ``num_envs`` lanes
+    (``num_envs=None``: one lane per shard) and what each asks of the cluster. Each shard builds
+    its slice of the lanes from ``env`` (an env id: it travels as the id,
+    ``EvaluationOptions.env_kwargs`` and ``RayCluster.imports``) and runs one session of
+    :func:`evaluate` on it with the episodes' per-lane quotas.
 
     Every lane is seeded as in-process: under SAME_STEP (the default) and NEXT_STEP the result
     holds, episode for episode, what ``evaluate(env, policy, episodes=, num_envs=, seed=)``

@@ -51,6 +51,20 @@ def test_more_shards_than_lanes_is_refused():
         evaluate_on_ray("CartPole-v1", "random", cluster=RayCluster(shards=4), num_envs=3)
 
 
+def test_an_address_alone_never_asks_for_more_shards_than_lanes():
+    from rlmesh_gym.evaluation.ray_shards import _RayRun
+
+    arguments = {"episodes": 2, "options": None}
+    assert (
+        _RayRun.from_arguments("CartPole-v1", "random", "auto", {**arguments, "num_envs": 1}).cluster.shards
+        == 1
+    )
+    assert (
+        _RayRun.from_arguments("CartPole-v1", "random", "auto", {**arguments, "num_envs": 8}).cluster.shards
+        == 2
+    )
+
+
 def test_a_cluster_that_is_neither_an_address_nor_a_ray_cluster_is_refused():
     with pytest.raises(TypeError, match="cluster must be a Ray address"):
         evaluate_on_ray("CartPole-v1", "random", cluster=4)
