@@ -247,6 +247,7 @@ def connected(cluster: RayCluster) -> Iterator[Any]:
     if cluster.address == "local":
         with loopback_only(ray):
             ray.init(
+                address="local",  # a new cluster, even with RAY_ADDRESS set
                 num_cpus=cluster.num_cpus,
                 include_dashboard=False,
                 _node_ip_address="127.0.0.1",
