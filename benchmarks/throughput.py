@@ -45,12 +45,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from _cartpole_contenders import ENV_ID, episodes_for, policy_for, run_evaluate, run_hand, run_sb3
+from _machine import MAX_LOAD, load_line
 
 from rlmesh_gym.evaluation import EvaluationOptions
 from rlmesh_gym.runtime import RuntimeHooks
 
 GOALS = {"long": 0.95, "short": 1.00}  # evaluate() / hand loop, per workload
-MAX_LOAD = 1.0
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--lanes", type=int, nargs="+", default=None, help="lane counts N (default 1 8 64)")
@@ -104,12 +104,6 @@ def timed(run, *arguments) -> float:
     started = time.perf_counter()
     run(*arguments)
     return time.perf_counter() - started
-
-
-def load_line(when: str) -> tuple[float, str]:
-    one, five, fifteen = os.getloadavg()
-    text = f"{when}: load average {one:.2f} {five:.2f} {fifteen:.2f} (1/5/15 min), {os.cpu_count()} cores"
-    return one, text
 
 
 if args.profile:

@@ -26,6 +26,7 @@ import pytest
 REQUIRES: dict[str, tuple[str, ...]] = {
     "torch": ("torch", "safetensors"),
     "sb3": ("stable_baselines3",),
+    "ray": ("ray",),
     "notebook": ("pandas", "matplotlib", "traitlets", "nbclient", "nbformat"),
     "selenium": ("selenium",),
     "ruff": ("ruff",),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 __all__ = ["report_error", "report_run_failure", "report_warning"]
 
@@ -25,19 +26,20 @@ def report_run_failure(exc: BaseException, *, json_output: bool = False) -> int:
     the env's spaces, bad values).
 
     The episodes a failed evaluation counted are the user's work: its partial result is printed
-    on stdout (as JSON with ``json_output``) before the error line.
+    on stdout (as JSON with ``json_output``) before the error line, and so is an interrupted
+    one's when the evaluation kept it (``EvaluationInterrupted``, a Ray evaluation).
     """
-    from rlmesh_gym.evaluation import EvaluationError, PolicyMismatchError
+    from rlmesh_gym.evaluation import EvaluationError, EvaluationInterrupted, PolicyMismatchError
     from rlmesh_gym.runtime import RuntimeDriverError
 
     if isinstance(exc, KeyboardInterrupt):
+        if isinstance(exc, EvaluationInterrupted):
+            _print_partial(exc.partial, json_output)
         return report_error("interrupted", 130)
     if isinstance(exc, PolicyMismatchError):  # bad input, found on the first predict
         return report_error(str(exc), 2)
     if isinstance(exc, EvaluationError):
-        partial = exc.partial
-        if partial is not None and (partial.episodes or partial.pilot_episodes):
-            print(partial.to_json(indent=2) if json_output else partial, flush=True)
+        _print_partial(exc.partial, json_output)
         return report_error(str(exc), 1)
     if isinstance(exc, ConnectionError):  # a server that could not be reached or refused us
         return report_error(str(exc), 1)
@@ -45,3 +47,8 @@ def report_run_failure(exc: BaseException, *, json_output: bool = False) -> int:
         return report_error(str(exc), 2)
     # anything else raised while building the env or loading a policy
     return report_error(f"{type(exc).__name__}: {exc}", 2)
+
+
+def _print_partial(partial: Any, json_output: bool) -> None:
+    if partial is not None and (partial.episodes or partial.pilot_episodes):
+        print(partial.to_json(indent=2) if json_output else partial, flush=True)

@@ -121,6 +121,21 @@ def register(subparsers: Any) -> None:
         help="with --env-address/--policy-address: how long to wait for each server to answer, e.g. "
         f"one started just before (default: {DEFAULT_CONNECT_TIMEOUT:g})",
     )
+    parser.add_argument(
+        "--ray",
+        default=None,
+        metavar="ADDRESS",
+        help="evaluate on a Ray cluster, the lanes split into --shards Ray tasks: 'local' (start one on "
+        "this machine for the run, loopback only), 'auto' (the running cluster, or $RAY_ADDRESS), "
+        "'ray://HOST:PORT' or a GCS address HOST:PORT (needs rlmesh-gym[ray])",
+    )
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=None,
+        metavar="M",
+        help="with --ray: how many Ray tasks share the --num-envs lanes (default: 2, at most --num-envs)",
+    )
     add_policy_loading_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -140,6 +155,12 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.env_address is not None and args.env_kwargs:
         return report_error("--env-kwargs apply to an env built here, not to one served at --env-address", 2)
+    if args.ray is not None or args.shards is not None:
+        from rlmesh_gym.cli._ray_eval import ray_problem
+
+        problem = ray_problem(args)
+        if problem is not None:
+            return report_error(problem, 2)
     try:
         env_kwargs = env_kwargs_of(args)
     except ValueError as exc:
@@ -164,6 +185,10 @@ def run(args: argparse.Namespace) -> int:
         from rlmesh_gym.cli._remote_eval import run_remote_eval
 
         return run_remote_eval(args)
+    if args.ray is not None:
+        from rlmesh_gym.cli._ray_eval import run_ray_eval
+
+        return run_ray_eval(args, env_kwargs)
     try:
         policy = policy_from_arguments(args)
     except (ValueError, TypeError) as exc:

@@ -9,6 +9,7 @@
 from rlmesh_gym.evaluation._compare import ComparedEpisode, Comparison, PairedDifference, compare
 from rlmesh_gym.evaluation._evaluate import (
     EvaluationError,
+    EvaluationInterrupted,
     PolicyMismatchError,
     default_ids,
     evaluate,
@@ -24,6 +25,7 @@ from rlmesh_gym.evaluation._statistics import (
     probability_of_improvement,
 )
 from rlmesh_gym.evaluation.fleet import evaluate_fleet, evaluate_fleet_async, fleet_route_id
+from rlmesh_gym.evaluation.ray_shards import RayCluster, evaluate_on_ray
 
 __all__ = [
     "ComparedEpisode",
@@ -33,10 +35,12 @@ __all__ = [
     "EvalResult",
     "EvalTimings",
     "EvaluationError",
+    "EvaluationInterrupted",
     "EvaluationOptions",
     "FleetServer",
     "PairedDifference",
     "PolicyMismatchError",
+    "RayCluster",
     "bootstrap_interval",
     "compare",
     "default_ids",
@@ -44,6 +48,7 @@ __all__ = [
     "evaluate_async",
     "evaluate_fleet",
     "evaluate_fleet_async",
+    "evaluate_on_ray",
     "fleet_route_id",
     "interquartile_mean",
     "lane_quotas",

@@ -7,7 +7,7 @@ import contextlib
 import dataclasses
 import functools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +38,14 @@ if TYPE_CHECKING:
     from rlmesh_gym.envs.resolve import ResolvedEnv
     from rlmesh_gym.recording import RecordingOptions
 
-__all__ = ["EvaluationError", "PolicyMismatchError", "default_ids", "evaluate", "evaluate_async"]
+__all__ = [
+    "EvaluationError",
+    "EvaluationInterrupted",
+    "PolicyMismatchError",
+    "default_ids",
+    "evaluate",
+    "evaluate_async",
+]
 
 _STOP_REASON = "evaluation quotas met"
 _INTERRUPT_REASON = "evaluation interrupted"
@@ -57,6 +64,20 @@ class EvaluationError(Exception):
     closed by then. Also raised when the evaluation finished but writing its recording failed
     (a full disk): ``partial`` is then the whole result, ``__cause__`` the ``OSError`` naming
     the file.
+    """
+
+    def __init__(self, message: str, partial: EvalResult) -> None:
+        super().__init__(message)
+        self.partial = partial
+
+
+class EvaluationInterrupted(KeyboardInterrupt):
+    """Ctrl+C ended an evaluation whose episodes are kept: ``partial`` is the :class:`EvalResult`
+    of the episodes counted before every session stopped (``complete=False``).
+
+    A ``KeyboardInterrupt``, so code that handles Ctrl+C handles this too. Raised by
+    :func:`~rlmesh_gym.evaluation.evaluate_on_ray`; in-process :func:`evaluate` raises a plain
+    ``KeyboardInterrupt``.
     """
 
     def __init__(self, message: str, partial: EvalResult) -> None:
@@ -103,10 +124,12 @@ class _EvaluationHooks(RuntimeHooks):
         quotas: EpisodeQuotas,
         progress: EpisodeProgress | None,
         yield_to_loop: bool,
+        on_counted: Callable[[EpisodeRecord], None] | None = None,
     ) -> None:
         self.quotas = quotas
         self.progress = progress
         self.yield_to_loop = yield_to_loop
+        self.on_counted = on_counted
         self.driver: RuntimeDriver | None = None
         self.started_ns: int | None = None
         self.ended_ns: int | None = None
@@ -143,6 +166,8 @@ class _EvaluationHooks(RuntimeHooks):
                 return
             if self.progress is not None:
                 self.progress.update(record.episode_return)
+            if self.on_counted is not None:
+                self.on_counted(record)
         except Exception as exc:
             self.error = exc
             self._stop(_COUNT_FAILED_REASON)
@@ -164,8 +189,9 @@ class _CappedEvaluationHooks(_EvaluationHooks):
         progress: EpisodeProgress | None,
         yield_to_loop: bool,
         max_steps: int,
+        on_counted: Callable[[EpisodeRecord], None] | None = None,
     ) -> None:
-        super().__init__(quotas, progress, yield_to_loop)
+        super().__init__(quotas, progress, yield_to_loop, on_counted)
         self.max_steps = max_steps
         self.steps = 0
         self.capped = False
@@ -228,7 +254,9 @@ class SessionEvaluation:
     runtime session(s) that run them (two with ``target_ci``: see :mod:`._precision`).
 
     ``quotas`` replaces the even split of ``settings.episodes`` (a fleet gives each server its
-    share); ``progress_bar`` is a bar shared with other sessions (a fleet's), left open at the end.
+    share); ``progress_bar`` is a bar shared with other sessions (a fleet's), left open at the end;
+    ``on_counted`` is called with each counted episode's record as it is counted (a Ray shard
+    sends them on), on the thread that runs the session.
     """
 
     def __init__(
@@ -240,12 +268,14 @@ class SessionEvaluation:
         policy_name: str,
         quotas: tuple[int, ...] | None = None,
         progress_bar: EpisodeProgress | None = None,
+        on_counted: Callable[[EpisodeRecord], None] | None = None,
     ) -> None:
         self.resolved = resolved
         self.model = model
         self.settings = settings
         self.policy_name = policy_name
         self.progress_bar = progress_bar
+        self.on_counted = on_counted
         self.limits = settings.effective_limits
         default_session, default_route = default_ids(resolved.env_id, resolved.num_envs)
         self.session_id = settings.session_id or default_session
@@ -403,10 +433,10 @@ class SessionEvaluation:
     ) -> _EvaluationHooks:
         max_steps = self.settings.max_steps
         if max_steps is None:
-            return _EvaluationHooks(EpisodeQuotas(quotas), bar, yield_to_loop)
+            return _EvaluationHooks(EpisodeQuotas(quotas), bar, yield_to_loop, self.on_counted)
         # The cap holds over both stages: the estimate gets what the pilot left (at least a step).
         return _CappedEvaluationHooks(
-            EpisodeQuotas(quotas), bar, yield_to_loop, max(max_steps - steps_used, 1)
+            EpisodeQuotas(quotas), bar, yield_to_loop, max(max_steps - steps_used, 1), self.on_counted
         )
 
     async def _run_two_stages(

@@ -9,6 +9,11 @@ each lane's seed with ``reset_seed(base, session, route, k, i)`` for its k-th ep
 the driver's own seed function with the lane's episode ordinal in place of the generation.
 Generation-0 seeds (the cold reset) are unchanged, and each recorded episode keeps the seed it
 was really reset with, so it replays alone.
+
+``first_lane`` numbers the env's lanes from there: lane ``j`` is seeded as lane
+``first_lane + j`` of a wider vector env. A Ray shard holding lanes ``a .. a + n - 1`` of an
+evaluation of N lanes uses it (with the N-lane run's session and route ids), so its cold reset
+gives each lane the seed the same lane gets in-process.
 """
 
 from __future__ import annotations
@@ -26,13 +31,14 @@ _CAPABILITIES = ("drain_episodes", "render_frames", "episode_ids", "num_envs", "
 
 
 def lane_ordinal_seeds(
-    env: Any, num_envs: int, base_seed: int, session_id: str, route_id: str
+    env: Any, num_envs: int, base_seed: int, session_id: str, route_id: str, first_lane: int = 0
 ) -> LaneOrdinalSeeds:
-    """``env`` with lane-ordinal reset seeds, in the same form (array or message) as ``env``."""
+    """``env`` with lane-ordinal reset seeds, in the same form (array or message) as ``env``;
+    its lane ``j`` is seeded as lane ``first_lane + j``."""
     wrapper = _ArrayLaneOrdinalSeeds if callable(getattr(env, "reset_arrays", None)) else LaneOrdinalSeeds
     # The env's capabilities as real members, which isinstance checks see on every Python.
     wrapper = passing_through(wrapper, env, _CAPABILITIES)
-    return wrapper(env, num_envs, base_seed, session_id, route_id)
+    return wrapper(env, num_envs, base_seed, session_id, route_id, first_lane)
 
 
 class LaneOrdinalSeeds:
@@ -41,17 +47,22 @@ class LaneOrdinalSeeds:
 
     wrapped_attribute = "_env"
 
-    def __init__(self, env: Any, num_envs: int, base_seed: int, session_id: str, route_id: str) -> None:
+    def __init__(
+        self, env: Any, num_envs: int, base_seed: int, session_id: str, route_id: str, first_lane: int = 0
+    ) -> None:
+        if isinstance(first_lane, bool) or not isinstance(first_lane, int) or first_lane < 0:
+            raise ValueError(f"first_lane must be an int >= 0, got {first_lane!r}")
         self._env = env
         self._seeds = ResetSeeds(base_seed, session_id, route_id)
         self._num_envs = num_envs
+        self._first_lane = first_lane
         self._episodes = [0] * num_envs
 
     def _lane_seeds(self, env_indices: Sequence[int]) -> list[int]:
         lanes = list(env_indices) or range(self._num_envs)
         seeds = []
         for lane in lanes:
-            seeds.append(self._seeds.seed(self._episodes[lane], lane))
+            seeds.append(self._seeds.seed(self._episodes[lane], self._first_lane + lane))
             self._episodes[lane] += 1
         return seeds
 

@@ -45,6 +45,8 @@ _FRAME_DTYPES = {
 }
 # The extra columns of a fleet result (episodes from several env servers).
 _FLEET_DTYPES = {"server": "object", "server_lane": "int64"}
+# The extra column of a result evaluated on a Ray cluster (episodes from several shards).
+_SHARD_DTYPES = {"shard": "int64"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -411,7 +413,8 @@ class EvalResult:
 
         ``seed`` is a nullable integer column and ``success`` a nullable boolean one
         (``<NA>`` for unseeded episodes and envs that do not report ``is_success``). A fleet
-        result adds ``server`` (its ``HOST:PORT``) and ``server_lane`` (the lane on it).
+        result adds ``server`` (its ``HOST:PORT``) and ``server_lane`` (the lane on it); a result
+        evaluated on a Ray cluster adds ``shard`` (the index of the Ray task that ran the episode).
         """
         try:
             import pandas
@@ -422,7 +425,9 @@ class EvalResult:
         # Built column by column with fixed dtypes: unseeded episodes and envs without
         # is_success give missing values, which would otherwise turn the 63-bit seeds into
         # floats (losing digits) and the flags into objects.
-        dtypes = {**_FRAME_DTYPES, **_FLEET_DTYPES} if self.servers else _FRAME_DTYPES
+        dtypes = {**_FRAME_DTYPES, **_FLEET_DTYPES} if self.servers else dict(_FRAME_DTYPES)
+        if any(record.shard is not None for record in self.episodes):
+            dtypes.update(_SHARD_DTYPES)
         return pandas.DataFrame(
             {
                 name: pandas.Series([getattr(record, name) for record in self.episodes], dtype=dtype)

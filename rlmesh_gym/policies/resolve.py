@@ -26,6 +26,7 @@ __all__ = [
     "describe_policy",
     "import_reference",
     "load_policy_object",
+    "policy_file",
     "pretrained_module",
     "resolve_policy",
     "shipped_policy",
@@ -176,6 +177,26 @@ def _is_factory(obj: Any) -> bool:
     except TypeError:
         return False
     return True
+
+
+def policy_file(policy: Any) -> tuple[str, bool] | None:
+    """The file ``policy`` names and whether it was named ``sb3:PATH``, or ``None`` when it names
+    none (``"random"``, ``"pretrained:NAME"``, ``"package.module:attr"``, an object).
+
+    The same reading as :func:`resolve_policy`'s: a ``str`` or ``os.PathLike`` path, or
+    ``"sb3:PATH.zip"``; a string that is no existing file is not a path. A Ray evaluation reads
+    such a file on the driver and loads it in its workers.
+
+    >>> policy_file("random"), policy_file("sb3:model.zip")
+    (None, ('model.zip', True))
+    """
+    if isinstance(policy, os.PathLike):
+        return os.fspath(policy), False
+    if not isinstance(policy, str) or policy == "random" or policy.startswith(_PRETRAINED_PREFIX):
+        return None
+    if policy.startswith(_SB3_PREFIX):
+        return policy[len(_SB3_PREFIX) :], True
+    return (policy, False) if os.path.exists(policy) else None
 
 
 def resolve_policy(

@@ -687,9 +687,10 @@ _SUMMARY_TYPES: dict[str, tuple[type, ...]] = {
     "end_timestamp_ns": (int,),
     "server": (str, type(None)),
     "server_lane": (int, type(None)),
+    "shard": (int, type(None)),
 }
 _OPTIONAL_SUMMARY_FIELDS = frozenset(
-    {"success", "start_timestamp_ns", "end_timestamp_ns", "server", "server_lane"}
+    {"success", "start_timestamp_ns", "end_timestamp_ns", "server", "server_lane", "shard"}
 )
 
 

@@ -24,7 +24,9 @@ class EpisodeRecord:
 
     In a fleet evaluation (several env servers) ``lane`` is the fleet-wide lane number,
     ``server`` the ``HOST:PORT`` of the server that ran the episode and ``server_lane`` the
-    lane's number on that server; both are ``None`` everywhere else.
+    lane's number on that server; both are ``None`` everywhere else. In an evaluation on a Ray
+    cluster (``evaluate_on_ray``) ``lane`` is the global lane number and ``shard`` the index of
+    the Ray task that ran it; ``None`` everywhere else.
     """
 
     lane: int
@@ -40,6 +42,7 @@ class EpisodeRecord:
     end_timestamp_ns: int = 0
     server: str | None = None
     server_lane: int | None = None
+    shard: int | None = None
 
     @classmethod
     def from_metadata(cls, metadata: env_pb2.EpisodeMetadata) -> EpisodeRecord:
@@ -64,11 +67,14 @@ class EpisodeRecord:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The record as a JSON-ready dict (``server``/``server_lane`` only for fleet episodes)."""
+        """The record as a JSON-ready dict (``server``/``server_lane`` only for fleet episodes,
+        ``shard`` only for episodes of a Ray evaluation)."""
         values = asdict(self)
         if self.server is None and self.server_lane is None:
             # Results and recordings of one env look exactly as before fleets existed.
             del values["server"], values["server_lane"]
+        if self.shard is None:
+            del values["shard"]
         return values
 
 

@@ -1,12 +1,14 @@
 """One recording for a fleet evaluation: each server's session records to a part file of its
-own lanes, and the parts are merged into the recording the user asked for.
+own lanes, and the parts are merged into the recording the user asked for. A Ray evaluation
+(``evaluate_on_ray``) merges its shards' parts the same way.
 
 The merged file is an ordinary recording of ``num_envs`` fleet-wide lanes: its header is the
 first part's with the fleet's lane count and contract and a ``servers`` list; every
 ``session`` record names its ``server``; ``steps`` and ``episode`` records carry fleet-wide
-lanes, and each episode's summary its ``server`` and ``server_lane``. Parts are copied whole,
-server by server (in fleet order, reassignment rounds after the first run), one record at a
-time, so merging never holds a whole part in memory.
+lanes, and each episode's summary its ``server`` and ``server_lane``. A part of a Ray shard
+names its ``shard`` instead (header ``shards``, ``session`` and episode summaries ``shard``).
+Parts are copied whole, server by server (in fleet order, reassignment rounds after the first
+run), one record at a time, so merging never holds a whole part in memory.
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ __all__ = ["FleetPart", "MergeTarget", "part_options"]
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class FleetPart:
-    """A part file and the server whose lanes it recorded."""
+    """A part file and the server (or the Ray shard) whose lanes it recorded; its lane 0 is the
+    merged recording's ``first_lane``."""
 
     path: str
-    server: str
+    server: str | None
     first_lane: int
+    shard: int | None = None
 
 
 def _refuse_frames(options: RecordingOptions) -> None:
@@ -176,10 +180,15 @@ def _write_merged(
                     num_envs=num_envs,
                     base_seed=base_seed,
                     options=options.to_dict(),
-                    servers=list(dict.fromkeys(p.server for p in parts)),
                 )
+                servers = list(dict.fromkeys(p.server for p in parts if p.server is not None))
+                shards = list(dict.fromkeys(p.shard for p in parts if p.shard is not None))
+                if servers:
+                    record["servers"] = servers
+                if shards:
+                    record["shards"] = shards
             elif kind == "session":
-                record["server"] = part.server
+                _name_origin(record, part)
             elif kind in ("steps", "episode"):
                 _to_fleet_lane(record, part)
             out.write(packer.pack(record))
@@ -192,9 +201,18 @@ def _to_fleet_lane(record: dict[str, Any], part: FleetPart) -> None:
         record["lane"] = part.first_lane + lane
     summary = record.get("record")
     if isinstance(summary, dict) and isinstance(summary.get("lane"), int):
-        summary["server_lane"] = summary["lane"]
+        if part.server is not None:
+            summary["server_lane"] = summary["lane"]
         summary["lane"] = part.first_lane + summary["lane"]
-        summary["server"] = part.server
+        _name_origin(summary, part)
+
+
+def _name_origin(record: dict[str, Any], part: FleetPart) -> None:
+    """Name the part's server (or Ray shard) in a ``session`` record or an episode summary."""
+    if part.server is not None:
+        record["server"] = part.server
+    if part.shard is not None:
+        record["shard"] = part.shard
 
 
 def _records(path: str) -> Any:

@@ -210,7 +210,7 @@ def test_an_import_that_does_not_point_down_fails(fixture_package, relative, sou
 
 # module -> third-party packages it must not load
 FORBIDDEN = {
-    "rlmesh_gym": ("gymnasium", "torch", "grpc"),
+    "rlmesh_gym": ("gymnasium", "torch", "grpc", "ray"),
     "rlmesh_gym.proto": ("gymnasium", "torch", "grpc"),
     "rlmesh_gym.spaces.codec": ("gymnasium", "torch"),
     "rlmesh_gym.spaces.meta": ("gymnasium", "torch"),
@@ -219,6 +219,8 @@ FORBIDDEN = {
     "rlmesh_gym.policies": ("gymnasium", "torch", "grpc"),
     "rlmesh_gym.policies.torch_policy": ("gymnasium",),
     "rlmesh_gym.policies.pretrained": ("gymnasium",),
+    "rlmesh_gym.evaluation": ("ray",),  # loaded when evaluate_on_ray runs, not before
+    "rlmesh_gym.cli": ("ray",),
 }
 
 

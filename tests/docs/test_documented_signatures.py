@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rlmesh_gym.evaluation import compare, evaluate, evaluate_fleet
+from rlmesh_gym.evaluation import compare, evaluate, evaluate_fleet, evaluate_on_ray
 
 DOCS = Path(__file__).resolve().parent.parent.parent / "docs"
 
@@ -18,6 +18,7 @@ DOCUMENTED = [
     ("evaluation.md", "evaluate", evaluate),
     ("evaluation.md", "compare", compare),
     ("evaluation.md", "evaluate_fleet", evaluate_fleet),
+    ("evaluation.md", "evaluate_on_ray", evaluate_on_ray),
 ]
 
 

@@ -133,9 +133,9 @@ def test_to_dict_and_json_round_trip():
 
 
 def test_frame_dtypes_cover_every_record_field():
-    from rlmesh_gym.evaluation._result import _FLEET_DTYPES, _FRAME_DTYPES
+    from rlmesh_gym.evaluation._result import _FLEET_DTYPES, _FRAME_DTYPES, _SHARD_DTYPES
 
-    assert [*_FRAME_DTYPES, *_FLEET_DTYPES] == list(EpisodeRecord.__dataclass_fields__)
+    assert [*_FRAME_DTYPES, *_FLEET_DTYPES, *_SHARD_DTYPES] == list(EpisodeRecord.__dataclass_fields__)
 
 
 @pytest.mark.notebook
@@ -162,9 +162,21 @@ def test_a_fleet_result_adds_server_columns_and_entries_and_a_single_env_result_
 
 
 @pytest.mark.notebook
+def test_a_ray_result_adds_a_shard_column_and_entry_and_a_single_env_result_does_not():
+    import dataclasses
+
+    plain = _result(RECORDS)
+    assert "shard" not in plain.to_pandas().columns and "shard" not in RECORDS[0].to_dict()
+    sharded = _result(tuple(dataclasses.replace(r, shard=r.lane % 2) for r in RECORDS))
+    assert list(sharded.to_pandas().shard) == [record.lane % 2 for record in RECORDS]
+    assert "server" not in sharded.to_pandas().columns
+    assert json.loads(sharded.to_json())["episodes"][0]["shard"] == RECORDS[0].lane % 2
+
+
+@pytest.mark.notebook
 def test_to_pandas_has_one_row_per_episode_with_record_columns():
     frame = _result(RECORDS).to_pandas()
-    assert list(frame.columns) == list(EpisodeRecord.__dataclass_fields__)[:-2]  # no server columns
+    assert list(frame.columns) == list(EpisodeRecord.__dataclass_fields__)[:-3]  # no server or shard columns
     assert frame.episode_return.tolist() == [1.0, 3.0, 5.0, 7.0]
     assert frame.groupby("lane").length.mean().to_dict() == {0: 30.0, 1: 50.0}
     assert len(_result([]).to_pandas()) == 0
