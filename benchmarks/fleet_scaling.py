@@ -61,7 +61,7 @@ def main() -> None:
     import subprocess
     import sys
 
-    from rlmesh_gym.evaluation import evaluate
+    from rlmesh_gym.evaluation import evaluate, evaluate_fleet
 
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
@@ -130,7 +130,7 @@ def main() -> None:
                 if match is None:
                     raise SystemExit(f"serve-env did not start: {line!r}")
                 addresses.append(match.group(1))
-            result = evaluate(
+            result = evaluate_fleet(
                 addresses,
                 "random",
                 episodes=args.episodes_per_lane * args.lanes * count,
