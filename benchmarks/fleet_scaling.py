@@ -19,9 +19,13 @@ sleeping steps scale with the server count.
 from __future__ import annotations
 
 import os
-import time
+import sys
 
 import gymnasium
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _costly_cartpole import CostlyCartPole  # noqa: E402
 
 ENV_IDS = {"cpu": "CostlyCartPole-v0", "sleep": "SleepyCartPole-v0", "highway": "highway-fast-v0"}
 # The module a serve-env process imports to find each env id (gymnasium's "module:id" form).
@@ -29,29 +33,9 @@ ENV_MODULES = {"cpu": "fleet_scaling", "sleep": "fleet_scaling", "highway": "hig
 STEP_MS = 2.0
 
 
-class CostlyCartPole(gymnasium.Wrapper):
-    """CartPole-v1 whose step also spins or sleeps for ``step_ms`` milliseconds."""
-
-    def __init__(self, step_ms: float = STEP_MS, cost: str = "cpu") -> None:
-        super().__init__(gymnasium.make("CartPole-v1"))
-        if cost not in ("cpu", "sleep"):
-            raise ValueError(f"cost must be 'cpu' or 'sleep', got {cost!r}")
-        self.step_seconds = step_ms / 1000
-        self.cost = cost
-
-    def step(self, action):
-        if self.cost == "sleep":
-            time.sleep(self.step_seconds)
-        else:
-            deadline = time.perf_counter() + self.step_seconds
-            while time.perf_counter() < deadline:
-                pass
-        return self.env.step(action)
-
-
 for _cost, _env_id in ENV_IDS.items():
     if _cost != "highway" and _env_id not in gymnasium.registry:
-        gymnasium.register(_env_id, entry_point=CostlyCartPole, kwargs={"cost": _cost})
+        gymnasium.register(_env_id, entry_point=CostlyCartPole, kwargs={"step_ms": STEP_MS, "cost": _cost})
 
 
 def main() -> None:

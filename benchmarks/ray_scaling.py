@@ -46,30 +46,17 @@ from pathlib import Path
 import gymnasium
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _costly_cartpole import CostlyCartPole  # noqa: E402
+
 ENV_IDS = {"sleep": "SleepyCartPole-v1", "cpu": "SpinningCartPole-v1"}
-
-
-class CostlyCartPole(gymnasium.Wrapper):
-    """CartPole-v1 whose step also sleeps or spins for ``step_ms`` milliseconds."""
-
-    def __init__(self, cost: str, step_ms: float = 1.0) -> None:
-        super().__init__(gymnasium.make("CartPole-v1"))
-        self.cost, self.step_seconds = cost, step_ms / 1000
-
-    def step(self, action):
-        if self.cost == "sleep":
-            time.sleep(self.step_seconds)
-        else:
-            deadline = time.perf_counter() + self.step_seconds
-            while time.perf_counter() < deadline:
-                pass
-        return self.env.step(action)
 
 
 # Registered wherever this module is imported: the Ray workers import it by the env id's prefix.
 for _cost, _env_id in ENV_IDS.items():
     if _env_id not in gymnasium.registry:
-        gymnasium.register(_env_id, entry_point=CostlyCartPole, kwargs={"cost": _cost})
+        gymnasium.register(_env_id, entry_point=CostlyCartPole, kwargs={"step_ms": 1.0, "cost": _cost})
 
 
 def push_towards_the_lean(obs: np.ndarray) -> np.ndarray:
@@ -79,7 +66,7 @@ def push_towards_the_lean(obs: np.ndarray) -> np.ndarray:
 
 def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _machine import MAX_LOAD, load_line
+    from _machine import load_line, no_verdict_reason
 
     from rlmesh_gym.evaluation import EvaluationOptions, RayCluster, evaluate, evaluate_on_ray
     from rlmesh_gym.evaluation._ray_cluster import connected
@@ -189,14 +176,9 @@ def main() -> None:
     load, text = load_line("after")
     loads.append(load)
     print(text)
-    if max(loads) > MAX_LOAD:
-        print(
-            f"no verdict: the 1-minute load average reached {max(loads):.2f} (above {MAX_LOAD:.0f}) during "
-            "the run, so these wall times measure the machine's other work as much as the code; rerun on "
-            "an idle machine"
-        )
-    elif args.quick:
-        print("no verdict: --quick runs too few, too small runs for one")
+    reason = no_verdict_reason(loads, args.quick, "runs")
+    if reason is not None:
+        print(reason)
     elif verdict:
         print("verdict: " + "; ".join(verdict))
 

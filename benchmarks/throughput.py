@@ -45,7 +45,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from _cartpole_contenders import ENV_ID, episodes_for, policy_for, run_evaluate, run_hand, run_sb3
-from _machine import MAX_LOAD, load_line
+from _machine import load_line, no_verdict_reason
 
 from rlmesh_gym.evaluation import EvaluationOptions
 from rlmesh_gym.runtime import RuntimeHooks
@@ -174,14 +174,9 @@ for workload in args.workloads:
 load, text = load_line("after")
 loads.append(load)
 print(text)
-if max(loads) > MAX_LOAD:
-    print(
-        f"no verdict: the 1-minute load average reached {max(loads):.2f} (above {MAX_LOAD:.0f}) during "
-        "the run, so these wall times measure the machine's other work as much as the code; "
-        "rerun on an idle machine"
-    )
-elif args.quick:
-    print("no verdict: --quick runs too few, too small cells for one")
+reason = no_verdict_reason(loads, args.quick, "cells")
+if reason is not None:
+    print(reason)
 elif misses:
     print("verdict: goals NOT met:\n  " + "\n  ".join(misses))
 else:

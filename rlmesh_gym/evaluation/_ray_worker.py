@@ -18,7 +18,7 @@ import threading
 import time
 import traceback
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rlmesh_gym._audience import command_line_audience
 from rlmesh_gym.evaluation._evaluate import EvaluationError, PolicyMismatchError, SessionEvaluation
@@ -26,6 +26,9 @@ from rlmesh_gym.evaluation._result import EvalResult, EvalTimings
 from rlmesh_gym.evaluation._settings import EvaluationSettings
 from rlmesh_gym.recording.episode_record import EpisodeRecord
 from rlmesh_gym.runtime import RouteCancelledError, RuntimeLimits
+
+if TYPE_CHECKING:
+    from rlmesh_gym.recording import RecordingOptions
 
 __all__ = [
     "POLL_SECONDS",
@@ -61,22 +64,13 @@ class ShardJob:
     first_lane: int
     quotas: tuple[int, ...]
     env_id: str
-    env_kwargs: dict[str, Any] | None
     imports: tuple[str, ...]
-    autoreset: str
-    vectorization: str
     policy: Any
     policy_name: str
     policy_seed: int | None
-    seed: int | None
-    deterministic: bool
-    device: str
-    allow_pickle: bool
-    limits: Any
-    max_steps: int | None
-    session_id: str
-    route_id: str
-    record: Any  # the part's RecordingOptions (lanes numbered in the shard), or None
+    # The shard's session: its episodes, the run's seed, ids, autoreset, limits and options, and
+    # as ``record`` its part's RecordingOptions (lanes numbered in the shard) or None.
+    settings: EvaluationSettings
     batch: int
     stop_name: str
     namespace: str | None
@@ -199,48 +193,41 @@ class _ShardRun:
         from rlmesh_gym.policies.resolve import resolve_policy
 
         job = self.job
+        settings = job.settings
         import_env_packages(job.imports)
         policy = self._policy(scratch)
         resolved = resolve_env(
             job.env_id,
             num_envs=len(job.quotas),
-            autoreset=job.autoreset,
-            vectorization=job.vectorization,
-            env_kwargs=job.env_kwargs,
+            autoreset=settings.autoreset,
+            vectorization=settings.vectorization,
+            env_kwargs=settings.env_kwargs,
         )
         try:
-            if job.seed is not None:
-                # Lane j is seeded as global lane first_lane + j of the num_envs-lane run.
+            if settings.seed is not None:
+                # Lane j is seeded as global lane first_lane + j of the num_envs-lane run (whose
+                # session and route ids the driver put in the settings).
                 seeded = lane_ordinal_seeds(
-                    resolved.env, len(job.quotas), job.seed, job.session_id, job.route_id, job.first_lane
+                    resolved.env,
+                    len(job.quotas),
+                    settings.seed,
+                    cast(str, settings.session_id),
+                    cast(str, settings.route_id),
+                    job.first_lane,
                 )
                 resolved = dataclasses.replace(resolved, env=seeded)
             model = resolve_policy(
                 policy,
                 resolved.env.contract,
                 seed=job.policy_seed,
-                device=job.device,
-                deterministic=job.deterministic,
-                allow_pickle=job.allow_pickle,
+                device=settings.device,
+                deterministic=settings.deterministic,
+                allow_pickle=settings.allow_pickle,
             )
-            record = None
-            if job.record is not None:
-                record = dataclasses.replace(job.record, path=os.path.join(scratch, "part.rec"))
-            settings = EvaluationSettings(
-                episodes=sum(job.quotas),
-                seed=job.seed,
-                deterministic=job.deterministic,
-                device=job.device,
-                record=record,
-                progress=False,
-                limits=job.limits,
-                max_steps=job.max_steps,
-                vectorization=job.vectorization,
-                env_kwargs=job.env_kwargs,
-                allow_pickle=job.allow_pickle,
-                session_id=job.session_id,
-                route_id=job.route_id,
-            )
+            if settings.record is not None:
+                options = cast("RecordingOptions", settings.record)  # the driver sends RecordingOptions
+                part = dataclasses.replace(options, path=os.path.join(scratch, "part.rec"))
+                settings = dataclasses.replace(settings, record=part)
             return SessionEvaluation(
                 resolved,
                 model,
@@ -250,7 +237,7 @@ class _ShardRun:
                 on_counted=self._counted,
             )
         except BaseException:
-            timeout = (job.limits or RuntimeLimits()).service_close_timeout
+            timeout = (job.settings.limits or RuntimeLimits()).service_close_timeout
             run_blocking(lambda: resolved.env.close(timeout), lambda: None)
             raise
 
@@ -309,7 +296,7 @@ class _ShardRun:
             result = evaluation.partial_result()
             failure = failure_of("failed", outcome)
         part = None
-        if self.job.record is not None:
+        if self.job.settings.record is not None:
             path = os.path.join(scratch, "part.rec")
             if os.path.exists(path):
                 with open(path, "rb") as stream:
