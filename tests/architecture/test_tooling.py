@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-# A hang guard far above the slowest run: mypy without a cache (a fresh clone) takes ~35 s of CPU,
+# A hang guard far above the slowest run: mypy without a cache (a fresh clone) takes ~20 s of CPU,
 # several minutes on a busy machine. The test's own timeout is above it, so this one reports.
 TOOL_TIMEOUT = 1200.0
 

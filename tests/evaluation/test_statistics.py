@@ -8,6 +8,9 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from scipy import stats
 
 from rlmesh_gym.evaluation import (
@@ -58,6 +61,27 @@ def test_iqm_is_the_mean_of_the_middle_half_as_rliable_defines_it():
     assert interquartile_mean(RETURNS) == pytest.approx((12 + 13 + 14 + 15 + 15 + 15) / 6)
     assert interquartile_mean(RETURNS) == stats.trim_mean(RETURNS, 0.25)
     assert interquartile_mean([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]) == 4.5
+
+
+_RETURNS_ARRAYS = hnp.arrays(
+    np.float64,
+    st.integers(1, 40),
+    elements=st.floats(-1e6, 1e6, allow_nan=False) | st.sampled_from([0.0, 1.0, 500.0]),
+)
+
+
+@given(_RETURNS_ARRAYS)
+def test_iqm_gives_the_very_floats_of_scipy_trim_mean(returns):
+    assert interquartile_mean(returns) == stats.trim_mean(returns, 0.25)
+
+
+@given(
+    hnp.arrays(np.float64, st.tuples(st.integers(1, 5), st.integers(1, 30)), elements=st.floats(-1e3, 1e3))
+)
+def test_the_bootstrap_statistic_gives_scipy_trim_mean_along_the_last_axis(samples):
+    from rlmesh_gym.evaluation._statistics import _iqm
+
+    np.testing.assert_array_equal(_iqm(samples, axis=-1), stats.trim_mean(samples, 0.25, axis=-1))
 
 
 @pytest.mark.parametrize("statistic", ["mean", "iqm"])

@@ -232,6 +232,15 @@ def test_an_sb3_payload_where_prediction_needs_nothing_is_replaced_not_run(
     evil = _with_entry(ppo_zip, tmp_path / "evil_sb3.zip", key, Touch(marker))
     assert _returns(_evaluate(evil)) == _returns(_evaluate(ppo_zip, allow_pickle=True))
     assert not marker.exists()
+
+
+@pytest.mark.sb3
+def test_the_cli_replaces_an_sb3_payload_where_prediction_needs_nothing(
+    ppo_zip: Path, tmp_path: Path
+) -> None:
+    # One key suffices here: the command line reaches the same loader as evaluate() above.
+    marker = tmp_path / "ran"
+    evil = _with_entry(ppo_zip, tmp_path / "evil_sb3.zip", "lr_schedule", Touch(marker))
     done = subprocess.run(
         [*CLI, "eval", "CartPole-v1", "--policy", str(evil), "--episodes", "2", "--no-progress", "--json"],
         capture_output=True,
