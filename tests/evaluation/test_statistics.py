@@ -84,6 +84,45 @@ def test_the_bootstrap_statistic_gives_scipy_trim_mean_along_the_last_axis(sampl
     np.testing.assert_array_equal(_iqm(samples, axis=-1), stats.trim_mean(samples, 0.25, axis=-1))
 
 
+def _scipy_interval(returns, statistic, resamples, seed, batch=None):
+    function = np.mean if statistic == "mean" else (lambda x, axis: stats.trim_mean(x, 0.25, axis=axis))
+    return stats.bootstrap(
+        (np.asarray(returns, dtype=np.float64),),
+        function,
+        n_resamples=resamples,
+        batch=batch,
+        method="percentile",
+        confidence_level=0.95,
+        rng=np.random.default_rng(seed),
+    ).confidence_interval
+
+
+@given(
+    hnp.arrays(np.float64, st.integers(2, 60), elements=st.floats(-1e4, 1e4) | st.sampled_from([0.0, 9.0])),
+    st.sampled_from(["mean", "iqm"]),
+    st.integers(2, 400),  # scipy warns on 1 resample (no standard error)
+    st.integers(0, 2**32),
+)
+def test_bootstrap_interval_gives_the_very_floats_of_scipy_bootstrap(returns, statistic, resamples, seed):
+    interval = bootstrap_interval(returns, statistic, resamples=resamples, seed=seed)
+    if np.all(returns == returns[0]):
+        assert interval.low == interval.high == interval.estimate
+        return
+    reference = _scipy_interval(returns, statistic, resamples, seed)
+    assert (interval.low, interval.high) == (reference.low, reference.high)
+
+
+@pytest.mark.parametrize("statistic", ["mean", "iqm"])
+def test_a_bootstrap_over_several_batches_draws_as_scipy_does(statistic):
+    from rlmesh_gym.evaluation._statistics import _batch
+
+    returns = np.random.default_rng(5).normal(size=100_000)
+    assert _batch(returns.size) == 20  # 50 resamples: batches of 20, 20 and 10
+    interval = bootstrap_interval(returns, statistic, resamples=50, seed=9)
+    reference = _scipy_interval(returns, statistic, 50, 9, batch=20)
+    assert (interval.low, interval.high) == (reference.low, reference.high)
+
+
 @pytest.mark.parametrize("statistic", ["mean", "iqm"])
 def test_bootstrap_interval_equals_scipy_percentile_bootstrap(statistic):
     function = np.mean if statistic == "mean" else (lambda x, axis: stats.trim_mean(x, 0.25, axis=axis))
