@@ -122,6 +122,19 @@ def _cpu_float_array(tensor: torch.Tensor) -> np.ndarray | None:
     return tensor.numpy()
 
 
+# Up to this many logits are summed in Python: numpy's reduction, run right after a torch
+# forward, measured about 11 us on 8x2 logits against 3 us for the Python sum of their list.
+_PYTHON_SUM_LIMIT = 256
+
+
+def _all_finite(scores: np.ndarray) -> bool:
+    """Whether the sum of ``scores`` is finite: every entry is, unless the sum overflowed (the
+    full checks of :func:`_logits_problem` then decide)."""
+    if scores.size <= _PYTHON_SUM_LIMIT:
+        return math.isfinite(sum(scores.ravel().tolist()))
+    return math.isfinite(scores.sum())
+
+
 def _logits_problem(raw: torch.Tensor, logits: torch.Tensor) -> str | None:
     """Why no action follows from logits (NaN, +inf, or only -inf for one choice), or ``None``.
 
@@ -290,7 +303,7 @@ class _ActionResolver:
             # The common case, greedy over a Discrete space's logits on the CPU, in numpy: the
             # same first-maximum argmax as torch's at a third of the calls' cost on small batches.
             scores = _cpu_float_array(output)
-            if scores is not None and math.isfinite(scores.sum()):
+            if scores is not None and _all_finite(scores):
                 greedy = scores.argmax(-1)
                 return greedy + self.start if self.start else greedy
         leaf = self.leaf

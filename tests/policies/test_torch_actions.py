@@ -199,6 +199,8 @@ def test_multi_binary_values_other_than_0_and_1_are_refused() -> None:
         (gym.spaces.Discrete(3), [[0.0, 1.0, 2.0], [0.0, float("inf"), 1.0], [0.0] * 3], "+inf at [1, 1]"),
         (gym.spaces.Discrete(3), [[0.0] * 3, [float("-inf")] * 3, [0.0] * 3], "all -inf at [1]"),
         (gym.spaces.MultiDiscrete([2, 3]), [[0.0, 1.0, float("nan"), 0.0, 0.0]] * ROWS, "NaN at [0, 2]"),
+        # More logits than the greedy path sums in Python: numpy's sum finds it.
+        (gym.spaces.Discrete(300), [[0.0] * 299 + [float("nan")]] * ROWS, "NaN at [0, 299]"),
     ],
 )
 def test_nan_and_infinite_logits_are_refused_whether_sampled_or_argmaxed(
