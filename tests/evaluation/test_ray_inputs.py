@@ -131,3 +131,49 @@ def test_without_ray_the_error_names_the_extra():
     assert out.stdout.strip() == (
         "evaluate_on_ray needs ray, which is not installed: pip install 'rlmesh-gym[ray]'"
     )
+
+
+class _SlowNodeRay:
+    """A stand-in for the ``ray`` module whose first ``init`` fails as Ray's does when the new
+    node's raylet does not register in time."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls: list[str] = []
+
+    def is_initialized(self) -> bool:
+        return False
+
+    def init(self, **arguments: object) -> None:
+        self.calls.append(f"init {arguments['address']} {arguments['_node_ip_address']}")
+        if self.failures:
+            self.failures -= 1
+            raise Exception(
+                "The current node timed out during startup. This could happen because some of the "
+                "raylet failed to startup or the GCS has become overloaded."
+            )
+
+    def shutdown(self) -> None:
+        self.calls.append("shutdown")
+
+
+@pytest.mark.parametrize("failures", [1, 2])
+def test_a_local_cluster_whose_node_did_not_start_is_started_once_more(monkeypatch, failures):
+    import contextlib
+
+    from rlmesh_gym.evaluation import _ray_cluster
+
+    ray = _SlowNodeRay(failures)
+    monkeypatch.setattr(_ray_cluster, "import_ray", lambda: ray)
+    monkeypatch.setattr(_ray_cluster, "loopback_only", lambda _: contextlib.nullcontext())
+    started = ["init local 127.0.0.1", "shutdown", "init local 127.0.0.1"]
+    if failures == 1:
+        with pytest.warns(RuntimeWarning, match=r"node did not start in time .*; starting a new one"):
+            with _ray_cluster.connected(RayCluster("local")) as connection:
+                assert connection is ray
+        assert ray.calls == [*started, "shutdown"]
+    else:
+        with pytest.warns(RuntimeWarning), pytest.raises(Exception, match="timed out during startup"):
+            with _ray_cluster.connected(RayCluster("local")):
+                pytest.fail("a cluster whose node never started is not used")
+        assert ray.calls == started
