@@ -139,15 +139,7 @@ def test_a_bootstrap_over_several_batches_draws_as_scipy_does(statistic):
 
 @pytest.mark.parametrize("statistic", ["mean", "iqm"])
 def test_bootstrap_interval_equals_scipy_percentile_bootstrap(statistic):
-    function = np.mean if statistic == "mean" else (lambda x, axis: stats.trim_mean(x, 0.25, axis=axis))
-    reference = stats.bootstrap(
-        (np.array(RETURNS),),
-        function,
-        n_resamples=2000,
-        method="percentile",
-        confidence_level=0.95,
-        rng=np.random.default_rng(123),
-    ).confidence_interval
+    reference = _scipy_interval(RETURNS, statistic, 2000, 123)
     interval = bootstrap_interval(RETURNS, statistic, resamples=2000, seed=123)
     assert (interval.low, interval.high) == pytest.approx((reference.low, reference.high), abs=1e-12)
     expected = np.mean(RETURNS) if statistic == "mean" else stats.trim_mean(RETURNS, 0.25)
