@@ -5,7 +5,7 @@ The IQM and the percentile bootstrap are computed here, the same way as
 ``scipy.stats.trim_mean(values, 0.25)`` and ``scipy.stats.bootstrap(..., method="percentile")``
 (the same resample draws, partition, means and linear quantiles as scipy 1.17, so the same floats;
 the tests compare them with scipy called directly). Every printed result shows both, and importing
-``scipy.stats`` would add one to two seconds to every command. The probability of improvement
+``scipy.stats`` would add most of a second to every command. The probability of improvement
 (Mann-Whitney U) and the target-CI planner's chi-square quantile come from scipy, imported
 when first used. The conventions: a 95 % percentile interval (rliable's default method), a
 stated number of resamples and an explicit seed, so the same returns always give the same
