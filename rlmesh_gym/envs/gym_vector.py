@@ -20,8 +20,9 @@ requests and responses, what a gRPC server speaks) is
 adapter live in modules of their own: the contract (:mod:`~rlmesh_gym.envs.contract`), episode
 ids and records (:mod:`~rlmesh_gym.envs.episodes`), reset checks
 (:mod:`~rlmesh_gym.envs.reset_plan`), the offload thread (:mod:`~rlmesh_gym.envs.offload`),
-frames (:mod:`~rlmesh_gym.envs.frames`) and AsyncVectorEnv workers
-(:mod:`~rlmesh_gym.envs.async_workers`).
+frames (:mod:`~rlmesh_gym.envs.frames`), AsyncVectorEnv workers
+(:mod:`~rlmesh_gym.envs.async_workers`) and the SAME_STEP loop of an env :meth:`GymVectorEnv.make`
+built (:mod:`~rlmesh_gym.envs.same_step_lanes`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from rlmesh_gym.envs.frames import lane_frames
 from rlmesh_gym.envs.offload import EnvCallThread
 from rlmesh_gym.envs.one_lane import OneLaneVector, lane_zero_info
 from rlmesh_gym.envs.reset_plan import EnvResetShape, InvalidReset, ResetPlan, plan_reset
+from rlmesh_gym.envs.same_step_lanes import SameStepLanes
 from rlmesh_gym.envs.seed_width import SeedWidth, lane_reset_probe
 from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.runtime.autoreset import AutoresetMode
@@ -218,6 +220,7 @@ class GymVectorEnv(ArrayRuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisode
         self._same_step = self._mode is GymAutoresetMode.SAME_STEP
         self._thread = EnvCallThread(self._lost_track) if offload else None
         self._step_env: Callable[[Any], tuple[Any, Any, Any, Any, Mapping[str, Any]]] = self._lanes.step
+        self._same_step_lanes: SameStepLanes | None = None  # make()'s own SAME_STEP loop
         self._steps_taken = 0
         self._has_reset = False
         self._closed = False
@@ -273,10 +276,16 @@ class GymVectorEnv(ArrayRuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisode
         except gymnasium.error.UnregisteredEnv as error:
             raise unknown_env_id(env_id, error) from error
         try:
-            return cls(env, offload=offload)
+            adapter = cls(env, offload=offload)
         except BaseException:
             env.close()  # e.g. a space with no rlmesh form: do not leak the lanes (or their processes)
             raise
+        if type(env) is SyncVectorEnv and mode is GymAutoresetMode.SAME_STEP:
+            # Built here, so plainly gymnasium's: its sub-envs are stepped by the adapter's own
+            # SAME_STEP loop, which skips batching the final observations and infos.
+            adapter._same_step_lanes = lanes = SameStepLanes(env)
+            adapter._step_env = lanes.step
+        return adapter
 
     @property
     def contract(self) -> env_pb2.EnvContract:
@@ -403,10 +412,13 @@ class GymVectorEnv(ArrayRuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisode
                     self._step_env, values
                 )
             # The step's observation batch, private to it: a vector env built with copy=False
-            # reuses one buffer, and a policy or hook may keep what it was given.
+            # reuses one buffer, and a policy or hook may keep what it was given (the SAME_STEP
+            # loop's batch is new every step).
             codec = self._observation_codec
             observed = codec.normalize_batch(observation, n)
-            batch = SpaceBatch(codec, n, observed.copy() if observed is observation else observed)
+            same_step_lanes = self._same_step_lanes
+            private = observed is not observation or same_step_lanes is not None
+            batch = SpaceBatch(codec, n, observed if private else observed.copy())
             rewards = np.asarray(rewards, dtype=_FLOAT64)
             terminated = np.asarray(terminated, dtype=_BOOL)
             truncated = np.asarray(truncated, dtype=_BOOL)
@@ -423,7 +435,10 @@ class GymVectorEnv(ArrayRuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisode
                 truncated,
                 any_done=terminated.tobytes() != no_lanes or truncated.tobytes() != no_lanes,
             )
-            if infos:
+            if same_step_lanes is not None:
+                for episode in finished:
+                    episode.final_info = same_step_lanes.final_info(episode.env_index)
+            elif infos:
                 for episode in finished:
                     episode.final_info = self._final_info(infos, episode.env_index) or None
                 if self._same_step and finished:

@@ -68,3 +68,29 @@ def test_at_most_two_of_our_frames_between_the_loop_and_env_step_and_model_forwa
     for depths in (env.depths, module.depths):
         deepest = max(depths, key=len)
         assert len(deepest) <= MAX_FRAMES, deepest
+
+
+class ProbedLane(gym.Wrapper):
+    """A sub-env that records the frames of our code above each of its steps."""
+
+    depths: list[list[str]] = []
+
+    def step(self, action):
+        ProbedLane.depths.append(our_frames_below_the_loop(sys._getframe(1)))
+        return super().step(action)
+
+
+def test_a_made_same_step_env_s_lane_loop_stands_where_the_vector_step_stood() -> None:
+    """An env ``GymVectorEnv.make`` builds under SAME_STEP (what ``evaluate()`` builds from an id)
+    is stepped by the adapter's own lane loop (envs/same_step_lanes.py) instead of
+    ``SyncVectorEnv.step``: the two frames above it are the same, and it calls the sub-envs."""
+    from rlmesh_gym.envs import GymVectorEnv
+
+    ProbedLane.depths = []
+    env = GymVectorEnv.make("CartPole-v1", num_envs=2, autoreset="same_step", wrappers=[ProbedLane])
+    with env:
+        evaluate(env, "random", episodes=2, seed=0, progress=False)
+    assert ProbedLane.depths
+    deepest = max(ProbedLane.depths, key=len)
+    assert deepest[0] == "envs/same_step_lanes.py:SameStepLanes.step", deepest
+    assert len(deepest) <= MAX_FRAMES + 1, deepest
