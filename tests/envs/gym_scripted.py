@@ -24,6 +24,9 @@ from rlmesh_gym.proto import env_pb2
 
 LENGTHS = (2, 3, 4)
 TRUNCATING_LANES = (1,)
+# AsyncVectorEnv workers start from a forkserver: a pytest-xdist worker is multi-threaded (execnet's
+# receiver, offload threads), and a plain fork from it can deadlock the child before it answers.
+WORKER_START_METHOD = "forkserver"
 
 
 def episode_length(length: int, seed: int | None) -> int:
@@ -102,7 +105,7 @@ def counting_vector(kind: str, mode: str, lengths: Sequence[int] = LENGTHS, **kw
     fns = counting_fns(lengths, **kwargs)
     if kind == "sync":
         return SyncVectorEnv(fns, autoreset_mode=mode)
-    return AsyncVectorEnv(fns, autoreset_mode=mode, context="fork")
+    return AsyncVectorEnv(fns, autoreset_mode=mode, context=WORKER_START_METHOD)
 
 
 def action_request(actions: Sequence[int]) -> env_pb2.StepRequest:

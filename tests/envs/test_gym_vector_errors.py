@@ -6,7 +6,14 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from _message_form import messages
-from gym_scripted import CountingEnv, action_request, counting_fns, counting_vector, run
+from gym_scripted import (
+    WORKER_START_METHOD,
+    CountingEnv,
+    action_request,
+    counting_fns,
+    counting_vector,
+    run,
+)
 
 from rlmesh_gym.envs import GymVectorEnv, parse_autoreset_mode
 from rlmesh_gym.proto import env_pb2
@@ -378,7 +385,7 @@ def test_unconvertible_metadata_is_left_out_with_a_warning():
 def test_async_without_shared_memory_under_next_step_warns():
     from gymnasium.vector import AsyncVectorEnv
 
-    vector = AsyncVectorEnv(counting_fns(), shared_memory=False, context="fork")
+    vector = AsyncVectorEnv(counting_fns(), shared_memory=False, context=WORKER_START_METHOD)
     with pytest.warns(RuntimeWarning, match=r"shared_memory=False\) under NEXT_STEP"):
         GymVectorEnv(vector)
     vector.close()
