@@ -315,6 +315,12 @@ class _ActionResolver:
             greedy = self.greedy(output, rows)
             if greedy is not None:
                 return greedy
+        return self.resolve_general(output, rows, path, generator)
+
+    def resolve_general(
+        self, output: object, rows: int, path: str, generator: Callable[[], torch.Generator]
+    ) -> object:
+        """:meth:`resolve` for a caller that has already tried :meth:`greedy`."""
         leaf = self.leaf
         if leaf is None:
             return self._resolve_composite(output, rows, path, generator)
@@ -622,7 +628,9 @@ class TorchPolicy(PolicyModel[torch.Generator]):
                 greedy = resolver.greedy(output, rows) if resolver.greedy_logits else None
                 if greedy is None:
                     try:
-                        actions = resolver.resolve(output, rows, "action", lambda: self._route_rng(context))
+                        actions = resolver.resolve_general(
+                            output, rows, "action", lambda: self._route_rng(context)
+                        )
                     except ActionMismatch as error:
                         raise self._fail(
                             error.explain(f"policy {self._name()}", describe_output), error
