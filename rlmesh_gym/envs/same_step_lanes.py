@@ -70,9 +70,10 @@ class SameStepLanes:
         """One step of every lane; a finished lane is reset within it (its reset observation and
         info are what the step reports for it)."""
         n = self._num_envs
-        rewards = np.empty(n, dtype=np.float64)
-        terminated = np.empty(n, dtype=np.bool_)
-        truncated = np.empty(n, dtype=np.bool_)
+        # Python lists, made arrays once: a numpy item assignment per lane and mask costs more.
+        rewards: list[Any] = [0.0] * n
+        terminated: list[Any] = [False] * n
+        truncated: list[Any] = [False] * n
         observations: list[Any] = [None] * n
         infos: dict[str, Any] = {}
         final_observations = self._final_observations = {}
@@ -81,8 +82,9 @@ class SameStepLanes:
         add_info = self._vector._add_info
         lane_actions = self._iterate(self._action_space, actions)
         for lane, (action, env) in enumerate(zip(lane_actions, self._envs, strict=True)):
-            observation, rewards[lane], terminated[lane], truncated[lane], info = env.step(action)
-            if terminated[lane] or truncated[lane]:
+            observation, rewards[lane], ended, cut, info = env.step(action)
+            if ended or cut:
+                terminated[lane], truncated[lane] = ended, cut
                 final_observations[lane] = observation
                 if info:
                     final_infos[lane] = info
@@ -92,7 +94,13 @@ class SameStepLanes:
                 infos = add_info(infos, info, lane)
         space = self._observation_space
         batch = self._concatenate(space, observations, self._empty_batch(space, n))
-        return batch, rewards, terminated, truncated, infos
+        return (
+            batch,
+            np.array(rewards, dtype=np.float64),
+            np.array(terminated, dtype=np.bool_),
+            np.array(truncated, dtype=np.bool_),
+            infos,
+        )
 
     def final_info(self, lane: int) -> dict[str, Any]:
         """The terminal info of ``lane``, finished on the last step, with its ``"final_obs"``."""
