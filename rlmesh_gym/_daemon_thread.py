@@ -86,9 +86,10 @@ class DaemonThreadExecutor(Executor):
     async def close(self, timeout: float = 1.0) -> bool:
         """Stop the thread's loop now; ``False`` if a call is still running after ``timeout`` s.
 
-        Calls not started yet never run, and an awaitable call still waiting is abandoned. A
-        thread left running (a plain call that never returns) is a daemon thread: it ends with
-        the process and never delays its exit. A later call starts a new thread.
+        Calls not started yet never run (their futures end cancelled), and an awaitable call
+        still waiting is abandoned. A thread left running (a plain call that never returns) is
+        a daemon thread: it ends with the process and never delays its exit. A later call
+        starts a new thread.
         """
         with self._lock:
             loop, thread = self._loop, self._thread
@@ -141,5 +142,30 @@ def _serve_forever(loop: asyncio.AbstractEventLoop) -> None:
     asyncio.set_event_loop(loop)
     try:
         loop.run_forever()
+        # Calls a close() stopped before they started are cancelled: their futures end (busy
+        # turns False) and their coroutines are closed, not collected "never awaited". A call
+        # already waiting stays abandoned, as close() says.
+        loop.run_until_complete(_finish_cancelled(_cancel_unstarted(loop)))
     finally:
         loop.close()
+
+
+def _cancel_unstarted(loop: asyncio.AbstractEventLoop) -> list[asyncio.Task[Any]]:
+    """Cancel the loop's tasks whose coroutine has not begun; those tasks."""
+    current = asyncio.current_task(loop) if loop.is_running() else None
+    unstarted = [
+        task
+        for task in asyncio.all_tasks(loop)
+        if task is not current
+        and inspect.iscoroutine(coroutine := task.get_coro())
+        and inspect.getcoroutinestate(coroutine) == inspect.CORO_CREATED
+    ]
+    for task in unstarted:
+        task.cancel()
+    return unstarted
+
+
+async def _finish_cancelled(cancelled: list[asyncio.Task[Any]]) -> None:
+    # The callbacks still queued ran just before this (each made its call's task): cancel those too.
+    later = _cancel_unstarted(asyncio.get_running_loop())
+    await asyncio.gather(*cancelled, *later, return_exceptions=True)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import gc
 import threading
+import warnings
 
 import pytest
 
@@ -68,3 +71,35 @@ def test_a_waiting_awaitable_call_lets_later_calls_run_and_close_abandons_it():
     assert later == 7
     assert closed  # the thread ended within the timeout, not after the 60 s sleep
     assert not hung_done
+
+
+def test_calls_a_close_stops_before_they_start_end_cancelled_and_never_run():
+    async def scenario() -> tuple[bool, bool, list[int]]:
+        executor = DaemonThreadExecutor("test-unstarted")
+        started, release, ran = threading.Event(), threading.Event(), []
+
+        def hold() -> None:
+            started.set()
+            release.wait(5)
+
+        blocking = executor.submit_async(hold)
+        while not started.is_set():  # the thread is inside hold(): what follows queues behind it
+            await asyncio.sleep(0.01)
+        queued = executor.submit(ran.append, 1)  # behind it, then behind close()'s stop
+        still_running = not await executor.close(timeout=0.05)
+        release.set()
+        await blocking
+        with pytest.raises(concurrent.futures.CancelledError):
+            queued.result(timeout=5)
+        for _ in range(500):  # the future's done callback may still be running in the thread
+            if not executor.busy:
+                break
+            await asyncio.sleep(0.01)
+        return still_running, executor.busy, ran
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        still_running, busy, ran = asyncio.run(scenario())
+        gc.collect()
+    assert still_running and not busy and ran == []
+    assert not [w for w in caught if "never awaited" in str(w.message)]
