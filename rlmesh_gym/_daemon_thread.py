@@ -152,12 +152,10 @@ def _serve_forever(loop: asyncio.AbstractEventLoop) -> None:
 
 def _cancel_unstarted(loop: asyncio.AbstractEventLoop) -> list[asyncio.Task[Any]]:
     """Cancel the loop's tasks whose coroutine has not begun; those tasks."""
-    current = asyncio.current_task(loop) if loop.is_running() else None
     unstarted = [
         task
         for task in asyncio.all_tasks(loop)
-        if task is not current
-        and inspect.iscoroutine(coroutine := task.get_coro())
+        if inspect.iscoroutine(coroutine := task.get_coro())
         and inspect.getcoroutinestate(coroutine) == inspect.CORO_CREATED
     ]
     for task in unstarted:

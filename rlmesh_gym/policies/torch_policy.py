@@ -256,7 +256,7 @@ class _ActionResolver:
             (key, _ActionResolver(child, device, deterministic, clip)) for key, child in plan.children
         ]
         self.n = self.start = self.max_n = self.total = 0
-        self.greedy_logits = False  # resolve()'s fast path: greedy actions from Discrete logits
+        self.greedy_logits = False  # whether greedy() applies: deterministic over Discrete logits
         self.pad_mask: torch.Tensor | None = None
         self.flat_rows = self.flat_columns = None
         leaf = self.leaf
@@ -300,7 +300,7 @@ class _ActionResolver:
         int64 actions (the codec's layout), or ``None`` for any other output (:meth:`resolve`
         decides those). In numpy: the same first-maximum argmax as torch's at a third of the
         calls' cost on small batches."""
-        if type(output) is _Tensor and output.shape == (rows, self.n):
+        if self.greedy_logits and type(output) is _Tensor and output.shape == (rows, self.n):
             scores = _cpu_float_array(output)
             if scores is not None and _all_finite(scores):
                 greedy = scores.argmax(-1)
@@ -311,10 +311,9 @@ class _ActionResolver:
         self, output: object, rows: int, path: str, generator: Callable[[], torch.Generator]
     ) -> object:
         """``output`` as actions in the codec's batch layout and wire dtypes, or ActionMismatch."""
-        if self.greedy_logits:
-            greedy = self.greedy(output, rows)
-            if greedy is not None:
-                return greedy
+        greedy = self.greedy(output, rows)
+        if greedy is not None:
+            return greedy
         return self.resolve_general(output, rows, path, generator)
 
     def resolve_general(
@@ -625,7 +624,7 @@ class TorchPolicy(PolicyModel[torch.Generator]):
                     ) from error
                 elapsed = perf_counter_ns() - start
                 resolver = self._resolver
-                greedy = resolver.greedy(output, rows) if resolver.greedy_logits else None
+                greedy = resolver.greedy(output, rows)
                 if greedy is None:
                     try:
                         actions = resolver.resolve_general(
