@@ -28,13 +28,15 @@ import threading
 import time
 import warnings
 from collections.abc import Sequence
+from itertools import compress
+from operator import or_
 
 import numpy as np
 
 from rlmesh_gym.runtime.autoreset import AutoresetMode
 from rlmesh_gym.runtime.seams import CompletedEpisode
 
-__all__ = ["INTERRUPTED_BUFFER_LIMIT", "LaneEpisodes", "new_episode_id"]
+__all__ = ["INTERRUPTED_BUFFER_LIMIT", "LaneEpisodes", "new_episode_id", "new_episode_ids"]
 
 _LIST_RETURNS_MAX_LANES = 16
 
@@ -53,17 +55,23 @@ _id_pool_lock = threading.Lock()
 os.register_at_fork(after_in_child=_id_pool.clear)
 
 
+_HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+# The columns of a UUID's 36-character text that hold its 32 hex digits (hyphens at 8, 13, 18, 23).
+_DIGIT_COLUMNS = np.array([column for column in range(36) if column not in (8, 13, 18, 23)])
+
+
 def _fresh_ids(count: int) -> list[str]:
-    """``count`` random UUIDv4 strings from one ``os.urandom`` call."""
+    """``count`` random UUIDv4 strings from one ``os.urandom`` call, formatted as one array."""
     raw = np.frombuffer(os.urandom(16 * count), dtype=np.uint8).reshape(count, 16).copy()
     raw[:, 6] = (raw[:, 6] & 0x0F) | 0x40  # version 4
     raw[:, 8] = (raw[:, 8] & 0x3F) | 0x80  # RFC 4122 variant
-    text = raw.tobytes().hex()
-    return [
-        f"{text[i : i + 8]}-{text[i + 8 : i + 12]}-{text[i + 12 : i + 16]}-{text[i + 16 : i + 20]}-"
-        f"{text[i + 20 : i + 32]}"
-        for i in range(0, 32 * count, 32)
-    ]
+    digits = np.empty((count, 32), dtype=np.uint8)
+    digits[:, 0::2] = raw >> 4
+    digits[:, 1::2] = raw & 0x0F
+    text = np.full((count, 36), ord("-"), dtype=np.uint8)
+    text[:, _DIGIT_COLUMNS] = _HEX_DIGITS[digits]
+    joined = text.tobytes().decode("ascii")
+    return [joined[start : start + 36] for start in range(0, 36 * count, 36)]
 
 
 def new_episode_id() -> str:
@@ -77,10 +85,17 @@ def new_episode_id() -> str:
     >>> len(episode_id), uuid.UUID(episode_id).version, str(uuid.UUID(episode_id)) == episode_id
     (36, 4, True)
     """
+    return new_episode_ids(1)[0]
+
+
+def new_episode_ids(count: int) -> list[str]:
+    """``count`` ids of :func:`new_episode_id`, taken from the pool at once (one lock)."""
     with _id_pool_lock:
-        if not _id_pool:
-            _id_pool.extend(_fresh_ids(_ID_POOL_SIZE))
-        return _id_pool.pop()
+        while len(_id_pool) < count:
+            _id_pool.extend(_fresh_ids(max(_ID_POOL_SIZE, count - len(_id_pool))))
+        taken = _id_pool[-count:] if count else []
+        del _id_pool[len(_id_pool) - count :]
+        return taken
 
 
 class LaneEpisodes:
@@ -157,10 +172,10 @@ class LaneEpisodes:
             raise ValueError(f"expected one seed (or None) per started lane ({len(lanes)}), got {len(seeds)}")
         self._clear_stale()
         wall, mono = time.time_ns(), time.monotonic_ns()
-        for lane, seed in zip(lanes, seeds, strict=True):
+        for lane, seed, episode_id in zip(lanes, seeds, new_episode_ids(len(lanes)), strict=True):
             if self._active[lane]:
                 self._buffer_interrupted(self._completed(lane, False, True, wall, mono))
-            self._begin(lane, seed, wall, mono)
+            self._begin(lane, seed, episode_id, wall, mono)
         if self._pending:
             started = set(lanes)
             self._pending = [lane for lane in self._pending if lane not in started]
@@ -194,10 +209,12 @@ class LaneEpisodes:
             self._add_rewards(rewards)
             return [], []
         if any_done is False:
-            done = []
+            ended_flags: list[bool] = []
+            cut_flags: list[bool] = []
+            done: list[int] = []
         else:
             ended_flags, cut_flags = terminated.tolist(), truncated.tolist()
-            done = [lane for lane in range(self.num_envs) if ended_flags[lane] or cut_flags[lane]]
+            done = list(compress(range(self.num_envs), map(or_, ended_flags, cut_flags)))
         pending = self._pending
         if pending:
             broken = sorted(set(pending).intersection(done)) if done else None
@@ -225,21 +242,22 @@ class LaneEpisodes:
 
         wall, mono = time.time_ns(), time.monotonic_ns()
         if pending:
-            for lane in pending:
-                self._begin(lane, None, wall, mono)
+            for lane, episode_id in zip(pending, new_episode_ids(len(pending)), strict=True):
+                self._begin(lane, None, episode_id, wall, mono)
             self._pending = []
-        ended = []
-        mode = self.autoreset_mode
+        completing = self._completed
+        ended = [completing(lane, ended_flags[lane], cut_flags[lane], wall, mono) for lane in finished]
         for lane in finished:
-            ended.append(self._completed(lane, bool(terminated[lane]), bool(truncated[lane]), wall, mono))
             active[lane] = False
-            self._active_count -= 1
-            if mode == _NEXT_STEP:
-                self._pending.append(lane)
-            elif mode == _SAME_STEP:
-                self._begin(lane, None, wall, mono)
-            else:
-                self._stale.append(lane)
+        self._active_count -= len(finished)
+        mode = self.autoreset_mode
+        if mode == _NEXT_STEP:
+            self._pending.extend(finished)
+        elif mode == _SAME_STEP:
+            for lane, episode_id in zip(finished, new_episode_ids(len(finished)), strict=True):
+                self._begin(lane, None, episode_id, wall, mono)
+        else:
+            self._stale.extend(finished)
         completed.extend(ended)
         return completed, ended
 
@@ -269,8 +287,8 @@ class LaneEpisodes:
         else:
             returns += rewards
 
-    def _begin(self, lane: int, seed: int | None, wall: int, mono: int) -> None:
-        self._ids[lane] = new_episode_id()
+    def _begin(self, lane: int, seed: int | None, episode_id: str, wall: int, mono: int) -> None:
+        self._ids[lane] = episode_id
         self._seeds[lane] = seed
         if not self._active[lane]:
             self._active[lane] = True

@@ -156,14 +156,15 @@ class _EvaluationHooks(RuntimeHooks):
             # by this session's cold reset): not part of this evaluation.
             return
         try:
+            if not quotas.wants(event.env_index, event.episode_id):
+                return  # its lane has met its quota: no record to build
             if event.episode is not None:
                 record = EpisodeRecord.from_episode(event.episode)
             elif event.metadata is not None:
                 record = EpisodeRecord.from_metadata(event.metadata)
             else:
                 raise ValueError(f"completed episode {event.episode_id!r} came without its summary")
-            if not quotas.offer(record):
-                return
+            quotas.count(record)
             if self.progress is not None:
                 self.progress.update(record.episode_return)
             if self.on_counted is not None:

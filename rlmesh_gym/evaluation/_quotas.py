@@ -56,19 +56,31 @@ class EpisodeQuotas:
         """Whether the episode with this id was counted."""
         return episode_id in self._counted_ids
 
-    def offer(self, record: EpisodeRecord) -> bool:
-        """Count ``record`` if its lane is below quota; return whether it was counted."""
-        lane = record.lane
+    def wants(self, lane: int, episode_id: str) -> bool:
+        """Whether an episode ``episode_id`` finished on ``lane`` would be counted (its lane is
+        below quota), so a caller can skip building its record.
+
+        Raises ``ValueError`` for a lane outside the quotas.
+        """
         if not 0 <= lane < len(self._counts):
             raise ValueError(
-                f"completed episode {record.episode_id!r} reports lane {lane}, "
+                f"completed episode {episode_id!r} reports lane {lane}, "
                 f"outside the {len(self._counts)} lane(s) being evaluated"
             )
-        if self._counts[lane] >= self.quotas[lane]:
+        return self._counts[lane] < self.quotas[lane]
+
+    def offer(self, record: EpisodeRecord) -> bool:
+        """Count ``record`` if its lane is below quota; return whether it was counted."""
+        if not self.wants(record.lane, record.episode_id):
             return False
+        self.count(record)
+        return True
+
+    def count(self, record: EpisodeRecord) -> None:
+        """Count ``record``, whose lane :meth:`wants` it (:meth:`offer` without the check)."""
+        lane = record.lane
         self._counts[lane] += 1
         self.records.append(record)
         self._counted_ids.add(record.episode_id)
         if self._counts[lane] == self.quotas[lane]:
             self._lanes_open -= 1
-        return True

@@ -494,7 +494,7 @@ class _Run:
         """Adopt the step's episode ids (``episode_started`` for new ones), then count the
         completed episodes (``episode_completed``)."""
         if step.episode_ids:
-            started = self.state.observe_episode_ids(step.episode_ids)
+            started = self.state.observe_episode_ids(step.episode_ids, self.on_episode_started)
             if started:
                 await self.started(started)
         if step.completed:
@@ -605,47 +605,52 @@ class _Run:
     # -- events ---------------------------------------------------------------------------------
 
     async def started(self, started: list[StartedEpisode]) -> None:
-        if not self.on_episode_started:
+        if not self.on_episode_started or not started:
             return
-        for episode in started:
-            record = episode.record
-            await self.hooks.fire(
-                "episode_started",
+        session_id, route = self.session_id, self.route
+        await self.hooks.fire_each(
+            "episode_started",
+            [
                 EpisodeStartedEvent(
-                    self.session_id,
-                    self.route,
+                    session_id,
+                    route,
                     episode.episode_id,
-                    record.record_id,
-                    record.index,
-                    record.env_index,
-                    record.started_from_auto_reset,
-                ),
-            )
+                    episode.record.record_id,
+                    episode.record.index,
+                    episode.record.env_index,
+                    episode.record.started_from_auto_reset,
+                )
+                for episode in started
+            ],
+        )
 
     async def completed(self, completed: Sequence[CompletedEpisode]) -> None:
-        state, listening = self.state, self.on_episode_completed
-        for episode in completed:
-            record = state.complete_episode(episode.episode_id)
-            if listening:
-                await self.hooks.fire(
-                    "episode_completed",
-                    LazyEpisodeCompletedEvent(
-                        self.session_id,
-                        self.route,
-                        episode.episode_id,
-                        record.record_id if record is not None else "",
-                        record.index if record is not None else 0,
-                        episode.env_index,
-                        episode.step_count,
-                        episode.cumulative_reward,
-                        episode.terminated,
-                        episode.truncated,
-                        episode.duration_ms,
-                        episode,
-                        episode_metadata,
-                        final_info_message,
-                    ),
+        records = self.state.complete_episodes([episode.episode_id for episode in completed])
+        if not self.on_episode_completed:
+            return
+        session_id, route = self.session_id, self.route
+        await self.hooks.fire_each(
+            "episode_completed",
+            [
+                LazyEpisodeCompletedEvent(
+                    session_id,
+                    route,
+                    episode.episode_id,
+                    record.record_id if record is not None else "",
+                    record.index if record is not None else 0,
+                    episode.env_index,
+                    episode.step_count,
+                    episode.cumulative_reward,
+                    episode.terminated,
+                    episode.truncated,
+                    episode.duration_ms,
+                    episode,
+                    episode_metadata,
+                    final_info_message,
                 )
+                for episode, record in zip(completed, records, strict=True)
+            ],
+        )
 
     async def emit_action(self, actions: SpaceBatch | None, action_step: int) -> SpaceBatch | None:
         """Run the action hooks on the actions' bytes; the (transformed) actions."""

@@ -280,11 +280,17 @@ class HookTable:
 
     async def fire(self, name: str, event: object) -> None:
         """Call a best-effort hook on every listener; log failures, never raise them."""
-        for method in self._methods[name]:
-            try:
-                await method(event)
-            except Exception as err:
-                _log.warning("runtime hook %s failed: %s", name, err)
+        await self.fire_each(name, (event,))
+
+    async def fire_each(self, name: str, events: Iterable[object]) -> None:
+        """:meth:`fire` for each of ``events`` in turn (e.g. the episodes one step completed)."""
+        methods = self._methods[name]
+        for event in events:
+            for method in methods:
+                try:
+                    await method(event)
+                except Exception as err:
+                    _log.warning("runtime hook %s failed: %s", name, err)
 
     async def transform(
         self, name: str, event: ActionReceivedEvent | ObservationEmittedEvent

@@ -22,10 +22,12 @@ Faithful to upstream rlmesh-runtime 0.1.0-rc.1's ``state`` module
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from functools import partial
+from itertools import compress
+from operator import ne
 from typing import TYPE_CHECKING
 
 from rlmesh_gym._wire import (
@@ -157,6 +159,11 @@ class EpisodeRegistry:
         """The record of ``episode_id``, or ``None`` if the route never saw it."""
         return self._records.get(episode_id)
 
+    def get_many(self, episode_ids: Iterable[str]) -> list[RegisteredEpisode | None]:
+        """:meth:`get` of each of ``episode_ids``, in order."""
+        get = self._records.get
+        return [get(episode_id) for episode_id in episode_ids]
+
     def ensure_for_slots(
         self, episode_ids: Sequence[str], started_from_auto_reset: bool
     ) -> tuple[list[str], list[StartedEpisode]]:
@@ -171,9 +178,14 @@ class EpisodeRegistry:
         return record_ids, started
 
     def ensure(
-        self, episode_id: str, env_index: int, started_from_auto_reset: bool, started: list[StartedEpisode]
+        self,
+        episode_id: str,
+        env_index: int,
+        started_from_auto_reset: bool,
+        started: list[StartedEpisode] | None,
     ) -> str:
-        """The record id of ``episode_id`` (``""`` if empty); a new one is appended to ``started``."""
+        """The record id of ``episode_id`` (``""`` if empty); a new one is appended to ``started``
+        (unless ``None``: nobody asked)."""
         if not episode_id:
             return ""
         record = self._records.get(episode_id)
@@ -182,7 +194,8 @@ class EpisodeRegistry:
             self._next_index = index + 1
             record = RegisteredEpisode(f"ep-{index:06d}", index, env_index, started_from_auto_reset)
             self._records[episode_id] = record
-            started.append(StartedEpisode(episode_id, record))
+            if started is not None:
+                started.append(StartedEpisode(episode_id, record))
         return record.record_id
 
 
@@ -276,8 +289,14 @@ class RouteState:
         """Whether a step's ids differ from the lanes' (an empty list, no ids reported, does not)."""
         return bool(episode_ids) and episode_ids != self._episode_ids
 
-    def observe_episode_ids(self, episode_ids: Sequence[str]) -> list[StartedEpisode]:
-        """Adopt a step's (or partial reset's) ids: only lanes whose id rolled restart."""
+    def observe_episode_ids(
+        self, episode_ids: Sequence[str], report_started: bool = True
+    ) -> list[StartedEpisode]:
+        """Adopt a step's (or partial reset's) ids: only lanes whose id rolled restart.
+
+        Returns the episodes seen for the first time; with ``report_started=False`` they are
+        registered all the same but not listed (``[]``), for a caller nobody listens to.
+        """
         if episode_ids == self._episode_ids:
             return []  # the common step: every id known and unchanged, nothing to do
         ids = list(episode_ids)
@@ -287,12 +306,13 @@ class RouteState:
             return started_now
         # Full width: an unchanged id is already registered and its slot already synced, so
         # only the lanes that changed need the registry and a sync (same result, in lane order).
-        started: list[StartedEpisode] = []
-        for lane, (episode_id, previous) in enumerate(zip(ids, self._episode_ids, strict=True)):
-            if episode_id != previous:
-                record_id = self.registry.ensure(episode_id, lane, True, started)
-                self._sync_lane(lane, episode_id, record_id, force_reset=False)
-        return started
+        started: list[StartedEpisode] | None = [] if report_started else None
+        ensure, sync = self.registry.ensure, self._sync_lane
+        changed = list(compress(range(self.num_envs), map(ne, ids, self._episode_ids)))
+        for lane in changed:
+            episode_id = ids[lane]
+            sync(lane, episode_id, ensure(episode_id, lane, True, started), force_reset=False)
+        return started or []
 
     def _sync_slots(self, episode_ids: Sequence[str], record_ids: list[str], *, force_reset: bool) -> None:
         # Upstream also stores each slot's record index and auto-reset flag; nothing reads
@@ -328,8 +348,12 @@ class RouteState:
 
     def complete_episode(self, episode_id: str) -> RegisteredEpisode | None:
         """Count one completed episode (always) and return its record, if the route knows it."""
-        self.total_episodes += 1
-        return self.registry.get(episode_id)
+        return self.complete_episodes((episode_id,))[0]
+
+    def complete_episodes(self, episode_ids: Sequence[str]) -> list[RegisteredEpisode | None]:
+        """:meth:`complete_episode` for each of ``episode_ids``: their records, in order."""
+        self.total_episodes += len(episode_ids)
+        return self.registry.get_many(episode_ids)
 
     # -- views ----------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from rlmesh_gym.envs import LaneEpisodes
-from rlmesh_gym.envs.episodes import INTERRUPTED_BUFFER_LIMIT, new_episode_id
+from rlmesh_gym.envs.episodes import INTERRUPTED_BUFFER_LIMIT, new_episode_id, new_episode_ids
 from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.runtime.message_form import episode_metadata
 
@@ -169,11 +169,12 @@ def test_arguments_are_checked():
 
 
 def test_episode_ids_are_uuid4():
-    ids = {new_episode_id() for _ in range(1000)}
-    assert len(ids) == 1000
-    for text in list(ids)[:50]:
+    ids = {new_episode_id() for _ in range(1000)} | set(new_episode_ids(600))  # 600: past a pool block
+    assert len(ids) == 1600
+    for text in ids:
         parsed = uuid.UUID(text)
-        assert parsed.version == 4 and str(parsed) == text
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122 and str(parsed) == text
+    assert new_episode_ids(0) == []
 
 
 def test_envs_package_does_not_import_torch():

@@ -94,6 +94,15 @@ def test_episode_quotas_count_each_lane_first_episodes_and_ignore_extras():
         quotas.offer(_record(5, 0.0, 1))
 
 
+def test_episode_quotas_want_only_lanes_below_quota_and_count_what_they_wanted():
+    quotas = EpisodeQuotas((1, 0))
+    assert quotas.wants(0, "a") is True and quotas.wants(1, "b") is False
+    quotas.count(_record(0, 1.0, 1))
+    assert quotas.wants(0, "c") is False and quotas.met and quotas.counted("ep-0-1.0")
+    with pytest.raises(ValueError, match="episode 'z' reports lane 2, outside the 2 lane"):
+        quotas.wants(2, "z")
+
+
 def test_zero_quota_lanes_are_met_from_the_start():
     quotas = EpisodeQuotas((0, 1))
     assert not quotas.met

@@ -93,6 +93,16 @@ def test_best_effort_failures_are_logged_and_the_rest_still_run(caplog) -> None:
     assert caplog.records[0].levelno == logging.WARNING
 
 
+def test_fire_each_calls_every_listener_per_event_in_order_and_logs_failures(caplog) -> None:
+    calls: list = []
+    table = HookTable([Appender(b"a", calls), Failing(), Appender(b"b", calls)])
+    events = [SessionEndedEvent("s", ROUTE, reason, 1, 1) for reason in ("first", "second")]
+    with caplog.at_level(logging.WARNING, logger="rlmesh_gym.runtime"):
+        asyncio.run(table.fire_each("session_ended", events))
+    assert calls == [("ended", b"a"), ("ended", b"b")] * 2
+    assert [r.getMessage() for r in caplog.records] == ["runtime hook session_ended failed: nope"] * 2
+
+
 def test_transforms_chain_through_every_listener() -> None:
     calls: list = []
     table = HookTable([Appender(b"a", calls), Appender(b"b", calls)])

@@ -132,6 +132,26 @@ def test_complete_episode_always_counts() -> None:
     assert state.total_episodes == 3
 
 
+def test_unreported_starts_are_registered_all_the_same() -> None:
+    state = RouteState("s", "r", num_envs=2)
+    state.start_episodes(["a", "b"], False)
+    assert state.observe_episode_ids(["a", "b2"], report_started=False) == []
+    assert state.episode_record_ids() == ["ep-000001", "ep-000003"]
+    assert state.observe_episode_ids(["a3", "b2"])[0].record.record_id == "ep-000004"
+
+
+def test_complete_episodes_counts_each_and_returns_their_records_in_order() -> None:
+    state = RouteState("s", "r", num_envs=2)
+    state.start_episodes(["a", "b"], False)
+    assert state.complete_episodes(["b", "never-seen", "a"]) == [
+        RegisteredEpisode("ep-000002", 2, 1, False),
+        None,
+        RegisteredEpisode("ep-000001", 1, 0, False),
+    ]
+    assert state.complete_episodes([]) == []
+    assert state.total_episodes == 3
+
+
 def test_snapshot_is_lane_zero_centric() -> None:
     state = RouteState("s", "r", num_envs=2)
     state.start_episodes(["a", "b"], False)
