@@ -27,7 +27,7 @@ some hook listens to it, so an unused hook costs nothing per step.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any
 
 from rlmesh_gym.runtime.errors import HookError, HookFailedError
@@ -278,9 +278,9 @@ class HookTable:
         """The methods to call for hook ``name`` (empty: nobody listens)."""
         return self._methods[name]
 
-    async def fire(self, name: str, event: object) -> None:
-        """Call a best-effort hook on every listener; log failures, never raise them."""
-        await self.fire_each(name, (event,))
+    def fire(self, name: str, event: object) -> Coroutine[Any, Any, None]:
+        """Call a best-effort hook on every listener; log failures, never raise them (await it)."""
+        return self.fire_each(name, (event,))
 
     async def fire_each(self, name: str, events: Iterable[object]) -> None:
         """:meth:`fire` for each of ``events`` in turn (e.g. the episodes one step completed)."""
