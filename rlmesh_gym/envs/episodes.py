@@ -93,8 +93,9 @@ def new_episode_ids(count: int) -> list[str]:
     with _id_pool_lock:
         while len(_id_pool) < count:
             _id_pool.extend(_fresh_ids(max(_ID_POOL_SIZE, count - len(_id_pool))))
-        taken = _id_pool[-count:] if count else []
-        del _id_pool[len(_id_pool) - count :]
+        split = len(_id_pool) - count
+        taken = _id_pool[split:]
+        del _id_pool[split:]
         return taken
 
 
