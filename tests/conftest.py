@@ -12,12 +12,15 @@ as the module's ``pytestmark``::
 
 A module whose marker names a missing package is not even imported (so it may import torch at
 the top); a marked test is skipped with the package named.
+
+It also gives the suite a terminal's SIGINT (see :func:`pytest_configure`).
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.util
+import signal
 from pathlib import Path
 
 import pytest
@@ -37,6 +40,18 @@ MISSING: dict[str, list[str]] = {
     for marker, packages in REQUIRES.items()
     if (missing := [name for name in packages if importlib.util.find_spec(name) is None])
 }
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Restore Python's Ctrl+C handler when the suite was started with SIGINT ignored.
+
+    A shell without job control starts a background command (``make test &``) with SIGINT
+    ignored, and every process the suite starts would inherit that: the tests that press Ctrl+C
+    in a real ``rlmesh-gym`` process, as a user at a terminal does, would see it ignored. With
+    the handler back (in the runner and in each xdist worker), children start with the default.
+    """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _skip_reason(marker: str) -> str:
