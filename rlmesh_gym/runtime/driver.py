@@ -625,7 +625,7 @@ class _Run:
         )
 
     async def completed(self, completed: Sequence[CompletedEpisode]) -> None:
-        records = self.state.complete_episodes([episode.episode_id for episode in completed])
+        names = self.state.complete_episodes([episode.episode_id for episode in completed])
         if not self.on_episode_completed:
             return
         session_id, route = self.session_id, self.route
@@ -636,8 +636,8 @@ class _Run:
                     session_id,
                     route,
                     episode.episode_id,
-                    record.record_id if record is not None else "",
-                    record.index if record is not None else 0,
+                    record_id,
+                    index,
                     episode.env_index,
                     episode.step_count,
                     episode.cumulative_reward,
@@ -648,7 +648,7 @@ class _Run:
                     episode_metadata,
                     final_info_message,
                 )
-                for episode, record in zip(completed, records, strict=True)
+                for episode, (record_id, index) in zip(completed, names, strict=True)
             ],
         )
 

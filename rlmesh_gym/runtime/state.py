@@ -144,12 +144,18 @@ class RouteSnapshot:
 
 
 class EpisodeRegistry:
-    """Env episode id -> :class:`RegisteredEpisode`, for one route; records are never deleted."""
+    """Env episode id -> :class:`RegisteredEpisode`, for one route; records are never deleted.
+
+    Each record is kept as a plain tuple ``(record_id, index, env_index, started_from_auto_reset)``
+    and handed out as a :class:`RegisteredEpisode`: a tuple of strings, ints and bools is
+    untracked by Python's garbage collector once it survives a collection, so a long session's
+    registry (one record per episode) does not make every full collection walk it.
+    """
 
     __slots__ = ("_records", "_next_index")
 
     def __init__(self) -> None:
-        self._records: dict[str, RegisteredEpisode] = {}
+        self._records: dict[str, tuple[str, int, int, bool]] = {}
         self._next_index = 1
 
     def __len__(self) -> int:
@@ -157,12 +163,20 @@ class EpisodeRegistry:
 
     def get(self, episode_id: str) -> RegisteredEpisode | None:
         """The record of ``episode_id``, or ``None`` if the route never saw it."""
-        return self._records.get(episode_id)
+        entry = self._records.get(episode_id)
+        return RegisteredEpisode(*entry) if entry is not None else None
 
     def get_many(self, episode_ids: Iterable[str]) -> list[RegisteredEpisode | None]:
         """:meth:`get` of each of ``episode_ids``, in order."""
-        get = self._records.get
-        return [get(episode_id) for episode_id in episode_ids]
+        return [self.get(episode_id) for episode_id in episode_ids]
+
+    def names(self, episode_ids: Iterable[str]) -> list[tuple[str, int]]:
+        """``(record_id, index)`` of each of ``episode_ids``, in order: ``("", 0)`` for an id the
+        route never saw (what an event of that episode carries)."""
+        get, unknown = self._records.get, ("", 0)
+        return [
+            entry[:2] if (entry := get(episode_id)) is not None else unknown for episode_id in episode_ids
+        ]
 
     def ensure_for_slots(
         self, episode_ids: Sequence[str], started_from_auto_reset: bool
@@ -188,15 +202,14 @@ class EpisodeRegistry:
         (unless ``None``: nobody asked)."""
         if not episode_id:
             return ""
-        record = self._records.get(episode_id)
-        if record is None:
+        entry = self._records.get(episode_id)
+        if entry is None:
             index = self._next_index
             self._next_index = index + 1
-            record = RegisteredEpisode(f"ep-{index:06d}", index, env_index, started_from_auto_reset)
-            self._records[episode_id] = record
+            entry = self._records[episode_id] = (f"ep-{index:06d}", index, env_index, started_from_auto_reset)
             if started is not None:
-                started.append(StartedEpisode(episode_id, record))
-        return record.record_id
+                started.append(StartedEpisode(episode_id, RegisteredEpisode(*entry)))
+        return entry[0]
 
 
 class RouteState:
@@ -348,12 +361,14 @@ class RouteState:
 
     def complete_episode(self, episode_id: str) -> RegisteredEpisode | None:
         """Count one completed episode (always) and return its record, if the route knows it."""
-        return self.complete_episodes((episode_id,))[0]
+        self.total_episodes += 1
+        return self.registry.get(episode_id)
 
-    def complete_episodes(self, episode_ids: Sequence[str]) -> list[RegisteredEpisode | None]:
-        """:meth:`complete_episode` for each of ``episode_ids``: their records, in order."""
+    def complete_episodes(self, episode_ids: Sequence[str]) -> list[tuple[str, int]]:
+        """Count each of ``episode_ids`` as completed; their ``(record_id, index)`` in order
+        (``("", 0)`` for an episode the route never saw), as their events carry them."""
         self.total_episodes += len(episode_ids)
-        return self.registry.get_many(episode_ids)
+        return self.registry.names(episode_ids)
 
     # -- views ----------------------------------------------------------------------------
 

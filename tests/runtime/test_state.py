@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 from _runtime_fakes import single_env_spec
 
 from rlmesh_gym.proto import common_pb2, model_pb2
@@ -140,14 +142,10 @@ def test_unreported_starts_are_registered_all_the_same() -> None:
     assert state.observe_episode_ids(["a3", "b2"])[0].record.record_id == "ep-000004"
 
 
-def test_complete_episodes_counts_each_and_returns_their_records_in_order() -> None:
+def test_complete_episodes_counts_each_and_returns_their_record_names_in_order() -> None:
     state = RouteState("s", "r", num_envs=2)
     state.start_episodes(["a", "b"], False)
-    assert state.complete_episodes(["b", "never-seen", "a"]) == [
-        RegisteredEpisode("ep-000002", 2, 1, False),
-        None,
-        RegisteredEpisode("ep-000001", 1, 0, False),
-    ]
+    assert state.complete_episodes(["b", "never-seen", "a"]) == [("ep-000002", 2), ("", 0), ("ep-000001", 1)]
     assert state.complete_episodes([]) == []
     assert state.total_episodes == 3
 
@@ -276,3 +274,16 @@ def test_rolled_ids_are_encoded_lazily_and_keep_memory_bounded():
     assert len(state._stale_prefixes) <= 2
     context = model_pb2.PredictContext.FromString(state.encode_context("step_observation"))
     assert [slot.episode_id for slot in context.slots] == ["a499", "b499"]
+
+
+def test_a_registered_episode_leaves_nothing_for_the_garbage_collector_to_walk() -> None:
+    # One record per episode for the whole session: as GC-tracked objects they would make every
+    # full collection of a long evaluation walk them all.
+    registry = EpisodeRegistry()
+    gc.collect()
+    tracked = len(gc.get_objects())
+    record_ids = [registry.ensure(f"episode-{n}", n, True, None) for n in range(2_000)]
+    gc.collect()
+    assert len(gc.get_objects()) - tracked < 20
+    assert record_ids[-1] == "ep-002000"
+    assert registry.get("episode-1999") == RegisteredEpisode("ep-002000", 2000, 1999, True)
