@@ -166,10 +166,6 @@ class EpisodeRegistry:
         entry = self._records.get(episode_id)
         return RegisteredEpisode(*entry) if entry is not None else None
 
-    def get_many(self, episode_ids: Iterable[str]) -> list[RegisteredEpisode | None]:
-        """:meth:`get` of each of ``episode_ids``, in order."""
-        return [self.get(episode_id) for episode_id in episode_ids]
-
     def names(self, episode_ids: Iterable[str]) -> list[tuple[str, int]]:
         """``(record_id, index)`` of each of ``episode_ids``, in order: ``("", 0)`` for an id the
         route never saw (what an event of that episode carries)."""
