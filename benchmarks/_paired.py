@@ -40,15 +40,16 @@ def interval_depth(n: int, confidence: float = CONFIDENCE) -> tuple[int, float]:
     """``(depth, coverage)`` of the median's interval over ``n`` sorted runs: it spans
     ``sorted[depth]`` to ``sorted[n - 1 - depth]`` and covers the true median with probability
     ``coverage`` (rounded to 0.1 %)."""
-    below = [comb(n, k) / 2**n for k in range(n + 1)]  # P(exactly k runs below the true median)
-    # The interval at depth d misses the median when d or fewer runs fall on one side of it.
-    depth, coverage = 0, 1.0 - 2 * below[0]
+    # The interval at depth d misses the median when d or fewer runs fall on one side of it:
+    # probability 2 * P(Binomial(n, 1/2) <= d).
+    miss = 2 * comb(n, 0) / 2**n
+    depth = 0
     while depth + 1 < n - 1 - depth:
-        wider_miss = 2 * sum(below[: depth + 2])
+        wider_miss = miss + 2 * comb(n, depth + 1) / 2**n
         if 1.0 - wider_miss < confidence:
             break
-        depth, coverage = depth + 1, 1.0 - wider_miss
-    return depth, round(coverage, 3)
+        depth, miss = depth + 1, wider_miss
+    return depth, round(1.0 - miss, 3)
 
 
 def judge(interval: tuple[float, float], goal: float) -> str:
