@@ -198,3 +198,66 @@ def test_a_vector_env_passed_in_keeps_its_own_step() -> None:
     vector.step = step  # type: ignore[method-assign]
     _play(GymVectorEnv(vector), [np.array([0, 1])] * 3, [1, 2])
     assert len(calls) == 3
+
+
+OFF_DTYPE_ENV_ID = "rlmesh-test/OffDtype-v0"
+
+
+class OffDtypeEnv(gym.Env):
+    """Declares float32 observations of shape (3,) and returns them as float64 arrays, or, with
+    ``width=2``, steps' observations of the wrong shape; episodes of 3 steps."""
+
+    observation_space = gym.spaces.Box(-10.0, 10.0, (3,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, width: int = 3) -> None:
+        self.width = width
+        self.t = 0
+
+    def _observation(self) -> np.ndarray:
+        return np.full(self.width if self.t else 3, self.t + 0.1, dtype=np.float64)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._observation(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._observation(), 1.0, self.t >= 3, False, {}
+
+
+gym.register(OFF_DTYPE_ENV_ID, entry_point=OffDtypeEnv, disable_env_checker=True)
+
+
+def test_observations_of_another_dtype_are_cast_as_gymnasium_casts_them() -> None:
+    ours, gymnasiums = _pair(OFF_DTYPE_ENV_ID, 3)
+    actions = [np.array([0, 1, 0])] * 7
+    played, expected = _play(ours, actions, [1, 2, 3]), _play(gymnasiums, actions, [1, 2, 3])
+    assert played[1][0].dtype == np.float32
+    for index, (mine, theirs) in enumerate(zip(played, expected, strict=True)):
+        _assert_same(mine, theirs, f"step {index}")
+
+
+def test_observations_of_the_wrong_shape_fail_with_gymnasiums_error() -> None:
+    vector = gym.make_vec(
+        OFF_DTYPE_ENV_ID,
+        num_envs=2,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+        width=2,
+    )
+    vector.reset(seed=[1, 2])
+    with pytest.raises(ValueError) as gymnasiums:
+        vector.step(np.array([0, 1]))
+    vector.close()
+
+    async def play() -> BaseException | None:
+        async with GymVectorEnv.make(OFF_DTYPE_ENV_ID, num_envs=2, autoreset="same_step", width=2) as env:
+            await env.reset_arrays([], [1, 2])
+            with pytest.raises(Exception) as ours:
+                await env.step_arrays(SpaceBatch.from_values(env._action_codec, np.array([0, 1]), 2))
+            return ours.value.__cause__
+
+    cause = asyncio.run(play())
+    assert type(cause) is ValueError and str(cause) == str(gymnasiums.value)
