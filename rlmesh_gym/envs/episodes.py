@@ -187,7 +187,7 @@ class LaneEpisodes:
         terminated: np.ndarray,
         truncated: np.ndarray,
         *,
-        any_done: bool | None = None,
+        done: Sequence[int] | None = None,
     ) -> tuple[list[CompletedEpisode], list[CompletedEpisode]]:
         """Account one step of every lane: ``(completed, finished)``.
 
@@ -201,21 +201,22 @@ class LaneEpisodes:
         non-zero one (e.g. from a vector reward wrapper that shifts every reward) gets one
         ``RuntimeWarning`` per instance.
 
-        ``any_done=False`` tells that no lane is terminated or truncated (the caller has already
-        looked at the masks), which skips the mask arithmetic when nothing else is due either.
+        ``done``, when the caller already knows them, are the lanes that are terminated or
+        truncated, in lane order (``[]``: none), which skips reading them off the masks; with
+        none due to finish either, the step is one tick and the rewards.
         """
-        if any_done is False and not (self._pending or self._stale or self._interrupted):
-            # The common step: every running episode goes on, nothing to complete or clear.
-            self._tick += 1
-            self._add_rewards(rewards)
-            return [], []
-        if any_done is False:
+        if done is not None and not done:
+            if not (self._pending or self._stale or self._interrupted):
+                # The common step: every running episode goes on, nothing to complete or clear.
+                self._tick += 1
+                self._add_rewards(rewards)
+                return [], []
             ended_flags: list[bool] = []
             cut_flags: list[bool] = []
-            done: list[int] = []
         else:
             ended_flags, cut_flags = terminated.tolist(), truncated.tolist()
-            done = list(compress(range(self.num_envs), map(or_, ended_flags, cut_flags)))
+            if done is None:
+                done = list(compress(range(self.num_envs), map(or_, ended_flags, cut_flags)))
         pending = self._pending
         if pending:
             broken = sorted(set(pending).intersection(done)) if done else None

@@ -419,22 +419,11 @@ class GymVectorEnv(ArrayRuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisode
             same_step_lanes = self._same_step_lanes
             private = observed is not observation or same_step_lanes is not None
             batch = SpaceBatch(codec, n, observed if private else observed.copy())
-            rewards = np.asarray(rewards, dtype=_FLOAT64)
-            terminated = np.asarray(terminated, dtype=_BOOL)
-            truncated = np.asarray(truncated, dtype=_BOOL)
-            lane_shape = self._lane_shape
-            if rewards.shape != lane_shape or terminated.shape != lane_shape or truncated.shape != lane_shape:
-                raise ValueError(
-                    f"the env returned rewards/terminated/truncated of shapes {rewards.shape}/"
-                    f"{terminated.shape}/{truncated.shape}; expected {lane_shape} each"
-                )
-            no_lanes = self._no_lanes
-            completed, finished = self._episodes.record_step(
-                rewards,
-                terminated,
-                truncated,
-                any_done=terminated.tobytes() != no_lanes or truncated.tobytes() != no_lanes,
-            )
+            if same_step_lanes is None:
+                rewards, terminated, truncated, done = self._lane_arrays(rewards, terminated, truncated)
+            else:  # its lane arrays are fresh and of these dtypes and shapes; it saw who finished
+                done = same_step_lanes.finished_lanes()
+            completed, finished = self._episodes.record_step(rewards, terminated, truncated, done=done)
             if same_step_lanes is not None:
                 for episode in finished:
                     episode.final_info = same_step_lanes.final_info(episode.env_index)
@@ -459,6 +448,24 @@ class GymVectorEnv(ArrayRuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisode
             infos or None,
             self._step_telemetry.stamp(perf_counter_ns() - started),
         )
+
+    def _lane_arrays(
+        self, rewards: Any, terminated: Any, truncated: Any
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int] | None]:
+        """A step's rewards (float64) and masks (bool), checked to have one entry per lane, and
+        ``[]`` when no lane is done (``None``: some are, found by ``record_step``)."""
+        rewards = np.asarray(rewards, dtype=_FLOAT64)
+        terminated = np.asarray(terminated, dtype=_BOOL)
+        truncated = np.asarray(truncated, dtype=_BOOL)
+        lane_shape = self._lane_shape
+        if rewards.shape != lane_shape or terminated.shape != lane_shape or truncated.shape != lane_shape:
+            raise ValueError(
+                f"the env returned rewards/terminated/truncated of shapes {rewards.shape}/"
+                f"{terminated.shape}/{truncated.shape}; expected {lane_shape} each"
+            )
+        no_lanes = self._no_lanes
+        quiet = terminated.tobytes() == no_lanes and truncated.tobytes() == no_lanes
+        return rewards, terminated, truncated, [] if quiet else None
 
     async def close(self, timeout: float) -> None:
         """Close the wrapped env (idempotent). Later resets and steps raise ``EnvRpcError``.

@@ -41,7 +41,8 @@ class SameStepLanes:
 
     ``step(actions)`` returns ``(observations, rewards, terminated, truncated, infos)`` as
     ``vector.step`` would, without the ``final_*`` keys and with arrays private to the step;
-    :meth:`final_info` is then a finished lane's terminal info and observation.
+    :meth:`finished_lanes` are then the lanes that finished and :meth:`final_info` a finished
+    lane's terminal info and observation.
     """
 
     __slots__ = (
@@ -133,6 +134,10 @@ class SameStepLanes:
         if batch.dtype != self._observation_space.dtype or batch.shape != self._stacked_shape:
             return None
         return batch
+
+    def finished_lanes(self) -> list[int]:
+        """The lanes that finished on the last step, in lane order."""
+        return list(self._final_observations)
 
     def final_info(self, lane: int) -> dict[str, Any]:
         """The terminal info of ``lane``, finished on the last step, with its ``"final_obs"``."""

@@ -184,9 +184,9 @@ def test_envs_package_does_not_import_torch():
 
 
 @pytest.mark.parametrize("mode", [NEXT, SAME, DISABLED])
-def test_quiet_steps_match_the_full_book_keeping(mode):
-    # Two books fed the same steps: one is told when no lane finished (any_done=False), the
-    # other works it out; their episodes must agree at every step.
+def test_done_lanes_told_match_the_full_book_keeping(mode):
+    # Two books fed the same steps: one is told which lanes are done, the other works it out
+    # from the masks; their episodes must agree at every step.
     told, plain = LaneEpisodes(3, mode), LaneEpisodes(3, mode)
     for book in (told, plain):
         book.start([0, 1, 2], [5, 6, 7])
@@ -203,8 +203,8 @@ def test_quiet_steps_match_the_full_book_keeping(mode):
             for book in (told, plain):
                 book.start(idle, [None] * len(idle))
         completed = []
-        for book, any_done in ((told, bool((terminated | truncated).any())), (plain, None)):
-            ended, _ = book.record_step(rewards, terminated, truncated, any_done=any_done)
+        for book, done in ((told, np.flatnonzero(terminated | truncated).tolist()), (plain, None)):
+            ended, _ = book.record_step(rewards, terminated, truncated, done=done)
             completed.append([(m.env_index, m.step_count, m.cumulative_reward) for m in ended])
         assert completed[0] == completed[1]
         assert [bool(episode_id) for episode_id in told.ids] == [bool(episode_id) for episode_id in plain.ids]
