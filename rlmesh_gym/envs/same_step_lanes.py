@@ -15,8 +15,8 @@ Discrete, MultiBinary or MultiDiscrete space with one ``np.array`` when the lane
 already have its dtype and shape: the array gymnasium's ``np.stack`` would make, for a third of
 the cost); each finished lane's ``final_info`` is the terminal info as gymnasium's batching
 then :func:`~._infos.lane_info` would give it, plus ``"final_obs"``.
-tests/envs/test_same_step_lanes.py holds the two side by side. Only an env built by ``make`` is stepped this way: a vector env a user passes in keeps its
-own ``step``.
+tests/envs/test_same_step_lanes.py holds the two side by side. Only an env built by ``make`` is
+stepped this way: a vector env a user passes in keeps its own ``step``.
 """
 
 from __future__ import annotations
@@ -75,9 +75,8 @@ class SameStepLanes:
         self._batched_final_infos: dict[str, Any] | None = None
         # The batch shape of a space gymnasium concatenates with one np.stack (None for others).
         space = self._observation_space
-        self._stacked_shape = (
-            (self._num_envs, *space.shape) if isinstance(space, _STACKED_SPACES) else None
-        )
+        shape = space.shape if isinstance(space, _STACKED_SPACES) else None
+        self._stacked_shape = None if shape is None else (self._num_envs, *shape)
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """One step of every lane; a finished lane is reset within it (its reset observation and
@@ -106,9 +105,12 @@ class SameStepLanes:
             if info:
                 infos = add_info(infos, info, lane)
         space = self._observation_space
-        batch = self._stacked(observations)
-        if batch is None:
-            batch = self._concatenate(space, observations, self._empty_batch(space, n))
+        stacked = self._stacked(observations)
+        batch = (
+            stacked
+            if stacked is not None
+            else self._concatenate(space, observations, self._empty_batch(space, n))
+        )
         return (
             batch,
             np.array(rewards, dtype=np.float64),
