@@ -1,10 +1,17 @@
-"""How busy the machine is: the rule every wall-time benchmark here applies before a verdict."""
+"""What the machine is and how busy: the rule every wall-time benchmark here applies before a
+verdict, and the software versions every figure depends on."""
 
 from __future__ import annotations
 
 import os
+import platform
+from importlib import metadata
 
-__all__ = ["MAX_LOAD", "load_line", "no_verdict_reason"]
+__all__ = ["MAX_LOAD", "load_line", "no_verdict_reason", "software_line"]
+
+# The packages whose versions move both sides' figures (a count or a time taken with other
+# versions is not comparable).
+_PACKAGES = ("numpy", "torch", "gymnasium", "stable-baselines3")
 
 # Above this 1-minute load average a wall time measures the machine's other work as much as the code.
 MAX_LOAD = 1.0
@@ -27,4 +34,27 @@ def no_verdict_reason(loads: list[float], quick: bool, what: str) -> str | None:
         )
     if quick:
         return f"no verdict: --quick runs too few, too small {what} for one"
+    return None
+
+
+def software_line() -> str:
+    """The interpreter, the versions of the packages every contender runs, and the processor."""
+    versions = []
+    for package in _PACKAGES:
+        try:
+            versions.append(f"{package} {metadata.version(package)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{package} not installed")
+    processor = _processor_name() or platform.machine()
+    return f"software: Python {platform.python_version()}, {', '.join(versions)}; processor {processor}"
+
+
+def _processor_name() -> str | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        return None
     return None

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -35,6 +34,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _machine import load_line, software_line
 
 GOAL = 1.05
 SIDES = ("hand", "evaluate")
@@ -58,7 +61,6 @@ workloads = args.workloads or (["short"] if args.quick else ["long", "short"])
 
 def child(marker_library: str) -> None:
     """Run every cell three times per contender, dumping callgrind's counts after runs 1 and 3."""
-    sys.path.insert(0, str(Path(__file__).parent))
     from _cartpole_contenders import episodes_for, policy_for, run_evaluate, run_hand
 
     marker = ctypes.CDLL(marker_library)
@@ -76,11 +78,6 @@ def child(marker_library: str) -> None:
                 marker.rlmesh_bench_dump(f"{workload} {lanes} {side} later".encode())
                 cell = {"workload": workload, "lanes": lanes, "side": side, "episodes": episodes}
                 print(json.dumps({**cell, "steps": [steps, *steps_again]}), flush=True)
-
-
-def load_line(when: str) -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"{when}: load average {one:.2f} {five:.2f} {fifteen:.2f} (1/5/15 min), {os.cpu_count()} cores"
 
 
 def dumped_counts(folder: Path) -> dict[str, int]:
@@ -101,7 +98,8 @@ def main() -> None:
         raise SystemExit(
             f"instructions.py needs {' and '.join(missing)} on PATH (apt-get install valgrind gcc)"
         )
-    print(load_line("before") + " (instruction counts do not depend on it)")
+    print(load_line("before")[1] + " (instruction counts do not depend on it)")
+    print(software_line())
     with tempfile.TemporaryDirectory(prefix="rlmesh-callgrind-") as scratch:
         folder = Path(scratch)
         source, library = folder / "marker.c", folder / "marker.so"
@@ -169,7 +167,7 @@ def main() -> None:
                 f"{workload:<8} {lanes:>2} {hand_cell['episodes']:>8} | {hand / hand_steps:>15,.0f} "
                 f"{ours / ours_steps:>15,.0f} | {hand:>14,} {ours:>14,} | {ratio:>5.3f}x  {verdict}{note}"
             )
-    print(load_line("after"))
+    print(load_line("after")[1])
 
 
 if args.child:

@@ -49,7 +49,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from _cartpole_contenders import ENV_ID, episodes_for, policy_for, run_evaluate, run_hand, run_sb3
-from _machine import load_line, no_verdict_reason
+from _machine import load_line, no_verdict_reason, software_line
 from _paired import interval_depth, judge, median_interval
 
 from rlmesh_gym.evaluation import EvaluationOptions
@@ -134,6 +134,7 @@ runners = {
 load, text = load_line("before")
 loads = [load]
 print(text)
+print(software_line())
 print(
     f"{ENV_ID}, greedy torch MLP, one torch thread; {repeats} paired runs per row, wall time; "
     f"ratios to the hand loop (higher is faster): median (its {interval_depth(repeats)[1]:.1%} "

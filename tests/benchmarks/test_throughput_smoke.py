@@ -1,5 +1,6 @@
 """``benchmarks/throughput.py --quick`` runs end to end: the load average is printed before and
-after, every cell has a ratio for every contender, and no verdict is printed for a quick run."""
+after, the software versions beside it, every cell has a ratio for every contender, and no
+verdict is printed for a quick run."""
 
 from __future__ import annotations
 
@@ -27,6 +28,11 @@ def test_the_quick_run_prints_the_load_and_every_cell_but_no_verdict():
     lines = ran.stdout.splitlines()
     load = r"load average \d+\.\d\d \d+\.\d\d \d+\.\d\d \(1/5/15 min\), \d+ cores"
     assert re.fullmatch(f"before: {load}", lines[0]) and re.fullmatch(f"after: {load}", lines[-2])
+    versions = (
+        r"software: Python \d+\.\d+\.\d+, numpy [^,]+, torch [^,]+, gymnasium [^,]+, "
+        r"stable-baselines3 [^;]+; processor .+"
+    )
+    assert re.fullmatch(versions, lines[1]), lines[1]
     rows = [line for line in lines if line.startswith("short")]
     assert [row.split()[1] for row in rows] == ["1", "2"]
     ratio = r"\d+\.\d\dx \(\d+\.\d\d-\d+\.\d\d\)"
