@@ -496,6 +496,10 @@ class SessionEvaluation:
             # The driver's failure path closes the env when the session was told to.
             self._env_closed = stage.close_env
             raise
+        finally:
+            # The hooks hold the driver, which holds the hooks: a cycle that would keep the
+            # session's env, model and records alive until the garbage collector finds it.
+            hooks.driver = None
         self._env_closed = stage.close_env
         name = resolved.env_id
         if hooks.error is not None:

@@ -7,6 +7,7 @@ import math
 import sys
 import warnings
 from collections.abc import Callable, Mapping
+from functools import partial
 from os import PathLike, fspath
 from time import perf_counter_ns
 from typing import Any
@@ -50,6 +51,13 @@ _Tensor = torch.Tensor
 # torch.inference_mode() is a Python wrapper that makes this C++ guard at every entry; entered
 # directly, the guard costs a third as much on the per-step path (torch 2.x). Same semantics.
 _inference_mode = getattr(torch._C, "_InferenceMode", None) or torch.inference_mode
+
+
+def _seeded_generator(device: torch.device, seed: int) -> torch.Generator:
+    """A torch generator on ``device`` seeded with ``seed`` (a route's sampling stream)."""
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
+    return generator
 
 
 def _tensor_from_array(array: np.ndarray) -> torch.Tensor:
@@ -523,7 +531,11 @@ class TorchPolicy(PolicyModel[torch.Generator]):
         self.deterministic = deterministic
         self.clip_actions = clip_actions
         super().__init__(
-            contract_or_spaces, seed=seed, component_id=component_id, rng_factory=self._generator
+            contract_or_spaces,
+            seed=seed,
+            component_id=component_id,
+            # Not a bound method: the policy would hold itself, a cycle only the GC frees.
+            rng_factory=partial(_seeded_generator, self.device),
         )
 
     @classmethod
@@ -571,11 +583,6 @@ class TorchPolicy(PolicyModel[torch.Generator]):
 
     def __str__(self) -> str:
         return self._source if self._source is not None else type(self).__qualname__
-
-    def _generator(self, seed: int) -> torch.Generator:
-        generator = torch.Generator(device=self.device)
-        generator.manual_seed(seed)
-        return generator
 
     def _compile(self, spaces: PolicySpaces) -> None:
         codec = self._observation_codec

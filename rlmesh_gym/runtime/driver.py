@@ -223,6 +223,8 @@ class RuntimeDriver:
             raise TypeError(f"reason must be a str; got {type(reason).__name__}")
         if self._stop_reason is None:
             self._stop_reason = reason
+            if self._run is not None:
+                self._run.stop_reason = reason
 
     async def run(self) -> RuntimeReport:
         """Run the session with no cancellation."""
@@ -281,7 +283,12 @@ class _Run:
         limits = spec.limits
         contract = spec.env_contract
         hooks = driver._hooks
-        self.driver = driver
+        # What the run needs of its driver, taken here: a reference back to the driver (which
+        # holds the run) would make a cycle that keeps the env, the model and the hooks alive
+        # until the garbage collector finds it.
+        self.env_peer = driver.env
+        self.model_peer = driver.model
+        self.stop_reason: str | None = driver._stop_reason  # a stop asked before the run began
         self.spec = spec
         self.hooks = hooks
         self.token = token
@@ -354,7 +361,7 @@ class _Run:
 
     async def loop(self) -> RuntimeReport:
         """The session, phase by phase, in the order of docs/design/runtime.md#event-order."""
-        driver, state, token = self.driver, self.state, self.token
+        state, token = self.state, self.token
         if self.hooks.listeners("session_started"):
             await self.hooks.fire(
                 "session_started", SessionStartedEvent(self.session_id, self.route, self.spec.env_id)
@@ -363,8 +370,8 @@ class _Run:
         while True:
             if token is not None and token.cancelled:
                 raise RouteCancelledError(self.route_id, state.step, self.cancellation_reason)
-            if driver._stop_reason is not None:
-                return await self.end(driver._stop_reason)
+            if self.stop_reason is not None:
+                return await self.end(self.stop_reason)
             actions = await self.predict(observation, context)
             step = await self.step(actions)
             completed = step.completed
@@ -372,8 +379,8 @@ class _Run:
                 await self.settle_episodes(step)
                 if completed and self.max_episodes is not None and state.total_episodes >= self.max_episodes:
                     return await self.end(COMPLETED_REQUESTED_EPISODES)
-            if driver._stop_reason is not None:
-                return await self.end(driver._stop_reason)
+            if self.stop_reason is not None:
+                return await self.end(self.stop_reason)
             # Next observation: the step's, unless DISABLED lanes finished their current episode.
             if self.observational or not completed or not (done_lanes := self.done_lanes(completed)):
                 if self.on_observation:
@@ -771,7 +778,7 @@ class _Run:
         await asyncio.gather(*closes)
 
     async def close_env(self) -> None:
-        close = getattr(self.driver.env, "close", None)
+        close = getattr(self.env_peer, "close", None)
         if close is None:
             return
         timeout = self.close_timeout
@@ -786,7 +793,7 @@ class _Run:
             _log.warning("environment close failed during route shutdown: %s", err)
 
     async def close_model(self, request: model_pb2.CloseRouteRequest, reason: str) -> None:
-        close_route = getattr(self.driver.model, "close_route", None)
+        close_route = getattr(self.model_peer, "close_route", None)
         if close_route is None:
             return
         timeout = self.close_timeout
