@@ -421,7 +421,8 @@ class GymVectorEnv(ArrayRuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisode
             batch = SpaceBatch(codec, n, observed if private else observed.copy())
             if same_step_lanes is None:
                 rewards, terminated, truncated, done = self._lane_arrays(rewards, terminated, truncated)
-            else:  # its lane arrays are fresh and of these dtypes and shapes; it saw who finished
+            else:  # its lane arrays are fresh and of these dtypes; it saw who finished
+                self._check_lane_shapes(rewards, terminated, truncated)
                 done = same_step_lanes.finished_lanes()
             completed, finished = self._episodes.record_step(rewards, terminated, truncated, done=done)
             if same_step_lanes is not None:
@@ -457,15 +458,18 @@ class GymVectorEnv(ArrayRuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisode
         rewards = np.asarray(rewards, dtype=_FLOAT64)
         terminated = np.asarray(terminated, dtype=_BOOL)
         truncated = np.asarray(truncated, dtype=_BOOL)
+        self._check_lane_shapes(rewards, terminated, truncated)
+        no_lanes = self._no_lanes
+        quiet = terminated.tobytes() == no_lanes and truncated.tobytes() == no_lanes
+        return rewards, terminated, truncated, [] if quiet else None
+
+    def _check_lane_shapes(self, rewards: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
         lane_shape = self._lane_shape
         if rewards.shape != lane_shape or terminated.shape != lane_shape or truncated.shape != lane_shape:
             raise ValueError(
                 f"the env returned rewards/terminated/truncated of shapes {rewards.shape}/"
                 f"{terminated.shape}/{truncated.shape}; expected {lane_shape} each"
             )
-        no_lanes = self._no_lanes
-        quiet = terminated.tobytes() == no_lanes and truncated.tobytes() == no_lanes
-        return rewards, terminated, truncated, [] if quiet else None
 
     async def close(self, timeout: float) -> None:
         """Close the wrapped env (idempotent). Later resets and steps raise ``EnvRpcError``.

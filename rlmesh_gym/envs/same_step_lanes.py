@@ -73,9 +73,10 @@ class SameStepLanes:
         self._final_observations: dict[int, Any] = {}
         self._final_infos: dict[int, dict[str, Any]] = {}  # the non-empty ones, in lane order
         self._batched_final_infos: dict[str, Any] | None = None
-        # The batch shape of a space gymnasium concatenates with one np.stack (None for others).
+        # The batch shape of a space gymnasium concatenates with one np.stack (None for others;
+        # a subclass may register its own concatenate).
         space = self._observation_space
-        shape = space.shape if isinstance(space, _STACKED_SPACES) else None
+        shape = space.shape if type(space) in _STACKED_SPACES else None
         self._stacked_shape = None if shape is None else (self._num_envs, *shape)
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:

@@ -33,6 +33,7 @@ from rlmesh_gym.runtime import (
 )
 from rlmesh_gym.runtime.events import EpisodeCompletedEvent, SessionStartedEvent, StepCompletedEvent
 from rlmesh_gym.runtime.seams import DrainsEpisodes, RendersFrames
+from rlmesh_gym.runtime.telemetry import RuntimeTiming
 
 if TYPE_CHECKING:
     from rlmesh_gym.envs.resolve import ResolvedEnv
@@ -206,13 +207,13 @@ class _CappedEvaluationHooks(_EvaluationHooks):
 
 
 class _Stage:
-    """One runtime session of an evaluation: its counting hooks and its driver.
+    """One runtime session of an evaluation: its counting hooks and its driver's timers.
 
     A plain evaluation has one stage; ``target_ci`` has two, the pilot (``pilot=True``, whose
     episodes size the estimate but are not part of it) and the estimate.
     """
 
-    __slots__ = ("pilot", "route_id", "quotas", "hooks", "driver", "close_env")
+    __slots__ = ("pilot", "route_id", "quotas", "hooks", "timing", "close_env")
 
     def __init__(
         self, pilot: bool, route_id: str, quotas: tuple[int, ...], hooks: _EvaluationHooks, close_env: bool
@@ -222,13 +223,14 @@ class _Stage:
         self.quotas = quotas
         self.hooks = hooks
         self.close_env = close_env
-        self.driver: RuntimeDriver | None = None
+        # The run's timers, not its driver: the driver holds the hooks (a recorder among them,
+        # which asks this evaluation what it counted), so holding it would make a cycle.
+        self.timing: RuntimeTiming | None = None
 
     def timings(self, num_envs: int) -> EvalTimings:
         """The driver's phase timers: exact totals of every completed reset, step and predict
         (each measured by the driver around the call), kept whether or not telemetry is on."""
-        hooks = self.hooks
-        timing = self.driver.timing if self.driver is not None else None
+        hooks, timing = self.hooks, self.timing
         if hooks.started_ns is None or timing is None:
             return EvalTimings()
         ended_ns = hooks.ended_ns if hooks.ended_ns is not None else perf_counter_ns()
@@ -383,13 +385,12 @@ class SessionEvaluation:
             # was to close it; a pilot leaves it open for the estimate, so it is closed here.
             await self._close_owned_env()
             partial = self._result(complete=False)
-            driver = self.stages[-1].driver
+            timing = self.stages[-1].timing
             if (
                 isinstance(exc, ModelRpcError)
                 and len(self.stages) == 1
-                and driver is not None
-                and driver.timing is not None
-                and not driver.timing.model_wait.count
+                and timing is not None
+                and not timing.model_wait.count
             ):
                 raise PolicyMismatchError(
                     f"policy {self.policy_name!r} failed on the first observations of {resolved.env_id} "
@@ -460,7 +461,7 @@ class SessionEvaluation:
         quotas = tuple(quota * rounds for quota in self.quotas)
         if bar is not None:
             bar.add_total(sum(quotas))
-        steps_used = pilot.driver.timing.env_step.count if pilot.driver and pilot.driver.timing else 0
+        steps_used = pilot.timing.env_step.count if pilot.timing is not None else 0
         hooks = self._hooks(quotas, bar, yield_to_loop, steps_used)
         estimate = _Stage(
             pilot=False, route_id=self.route_id, quotas=quotas, hooks=hooks, close_env=self.resolved.owned
@@ -486,7 +487,7 @@ class SessionEvaluation:
         # from an earlier session; the cold reset would report them as interrupted completions
         # of this one.
         _drain_episodes(resolved.env)
-        driver = stage.driver = RuntimeDriver(spec, resolved.env, self.model, hooks=[hooks, *extra_hooks])
+        driver = RuntimeDriver(spec, resolved.env, self.model, hooks=[hooks, *extra_hooks])
         hooks.driver = driver
         try:
             await driver.run_with_cancellation_reason(self.token, _INTERRUPT_REASON)
@@ -497,6 +498,7 @@ class SessionEvaluation:
             self._env_closed = stage.close_env
             raise
         finally:
+            stage.timing = driver.timing
             # The hooks hold the driver, which holds the hooks: a cycle that would keep the
             # session's env, model and records alive until the garbage collector finds it.
             hooks.driver = None

@@ -253,6 +253,7 @@ class RuntimeDriver:
         self._ran = True
         self.spec.validate()
         run = self._run = _Run(self, cancellation, reason)
+        run.stop_reason = self._stop_reason  # a stop asked before the run began
         try:
             return await run.loop()
         except (Exception, asyncio.CancelledError) as error:
@@ -288,7 +289,7 @@ class _Run:
         # until the garbage collector finds it.
         self.env_peer = driver.env
         self.model_peer = driver.model
-        self.stop_reason: str | None = driver._stop_reason  # a stop asked before the run began
+        self.stop_reason: str | None = None  # RuntimeDriver.request_stop's reason
         self.spec = spec
         self.hooks = hooks
         self.token = token

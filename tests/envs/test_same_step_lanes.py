@@ -261,3 +261,87 @@ def test_observations_of_the_wrong_shape_fail_with_gymnasiums_error() -> None:
 
     cause = asyncio.run(play())
     assert type(cause) is ValueError and str(cause) == str(gymnasiums.value)
+
+
+KINDS_ENV_ID = "rlmesh-test/ObservationKinds-v0"
+OBSERVATION_KINDS = {
+    "discrete_with_start": gym.spaces.Discrete(7, start=3),
+    "multi_binary": gym.spaces.MultiBinary((2, 3)),
+    "multi_discrete": gym.spaces.MultiDiscrete([4, 5, 6]),
+    "box_scalar": gym.spaces.Box(-5.0, 5.0, (), np.float64),
+}
+
+
+class ObservationKindsEnv(gym.Env):
+    """Observations of one of OBSERVATION_KINDS drawn from the env's RNG; episodes of 2-3 steps."""
+
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, kind: str = "multi_binary") -> None:
+        self.observation_space = OBSERVATION_KINDS[kind]
+        self.t = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self.observation_space.seed(int(self.np_random.integers(1 << 30)))
+        self.t = 0
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self.observation_space.sample(), 1.0, self.t >= 2 + int(action), False, {}
+
+
+gym.register(KINDS_ENV_ID, entry_point=ObservationKindsEnv, disable_env_checker=True)
+
+
+@pytest.mark.parametrize("kind", sorted(OBSERVATION_KINDS))
+def test_every_stacked_space_kind_batches_as_gymnasium_batches_it(kind: str) -> None:
+    ours, gymnasiums = _pair(KINDS_ENV_ID, 3, kind=kind)
+    actions = [np.array([0, 1, 1]), np.array([1, 0, 1])] * 5
+    played, expected = _play(ours, actions, [4, 5, 6]), _play(gymnasiums, actions, [4, 5, 6])
+    for index, (mine, theirs) in enumerate(zip(played, expected, strict=True)):
+        _assert_same(mine, theirs, f"step {index}")
+
+
+def test_rewards_of_the_wrong_shape_are_refused_by_name() -> None:
+    async def play() -> BaseException | None:
+        async with GymVectorEnv.make(OFF_DTYPE_ENV_ID, num_envs=2, autoreset="same_step") as env:
+            for lane in env.env.envs:  # every lane's reward a one-element array
+                lane.unwrapped.step = lambda action: (np.zeros(3), np.array([1.0]), False, False, {})
+            await env.reset_arrays([], [1, 2])
+            with pytest.raises(Exception) as refused:
+                await env.step_arrays(SpaceBatch.from_values(env._action_codec, np.array([0, 1]), 2))
+            return refused.value.__cause__
+
+    cause = asyncio.run(play())
+    assert type(cause) is ValueError
+    assert "rewards/terminated/truncated of shapes (2, 1)/(2,)/(2,); expected (2,) each" in str(cause)
+
+
+class DoubledBox(gym.spaces.Box):
+    """A Box whose batches gymnasium makes with a concatenate of its own (each value doubled)."""
+
+
+@gym.vector.utils.concatenate.register(DoubledBox)
+def _concatenate_doubled(space: DoubledBox, items: Any, out: np.ndarray) -> np.ndarray:
+    return np.multiply(np.stack(items), 2, out=out)
+
+
+DOUBLED_ENV_ID = "rlmesh-test/DoubledBox-v0"
+
+
+class DoubledBoxEnv(OffDtypeEnv):
+    observation_space = DoubledBox(-10.0, 10.0, (3,), np.float64)
+
+
+gym.register(DOUBLED_ENV_ID, entry_point=DoubledBoxEnv, disable_env_checker=True)
+
+
+def test_a_box_subclass_with_its_own_concatenate_keeps_it() -> None:
+    ours, gymnasiums = _pair(DOUBLED_ENV_ID, 2)
+    actions = [np.array([0, 1])] * 4
+    played, expected = _play(ours, actions, [1, 2]), _play(gymnasiums, actions, [1, 2])
+    assert played[1][0][0, 0] == 2 * 1.1  # doubled: gymnasium's concatenate for the subclass ran
+    for index, (mine, theirs) in enumerate(zip(played, expected, strict=True)):
+        _assert_same(mine, theirs, f"step {index}")

@@ -44,6 +44,19 @@ def test_an_evaluation_leaves_no_cyclic_garbage(no_collector):
     assert _cyclic_garbage_of("rlmesh_gym", "gymnasium", "torch") == []
 
 
+def test_a_recorded_evaluation_leaves_no_cyclic_garbage(no_collector, tmp_path):
+    # The recorder asks the evaluation which episodes it counted, and the driver holds the
+    # recorder among its hooks.
+    evaluate("CartPole-v1", _policy(), episodes=4, num_envs=2, seed=0, progress=False)
+    gc.collect()
+    result = evaluate(
+        "CartPole-v1", _policy(), episodes=4, num_envs=2, seed=1, progress=False, record=tmp_path / "run.rec"
+    )
+    assert (tmp_path / "run.rec").exists() and len(result.episodes) == 4
+    del result
+    assert _cyclic_garbage_of("rlmesh_gym", "gymnasium", "torch") == []
+
+
 def _cyclic_garbage_of(*packages: str) -> list[str]:
     """The types of the unreachable objects a collection finds now that come from ``packages``
     (other threads of the test process may leave garbage of their own meanwhile)."""
