@@ -89,14 +89,17 @@ def new_episode_id() -> str:
 
 
 def new_episode_ids(count: int) -> list[str]:
-    """``count`` ids of :func:`new_episode_id`, taken from the pool at once (one lock)."""
-    with _id_pool_lock:
-        while len(_id_pool) < count:
-            _id_pool.extend(_fresh_ids(max(_ID_POOL_SIZE, count - len(_id_pool))))
-        split = len(_id_pool) - count
-        taken = _id_pool[split:]
-        del _id_pool[split:]
-        return taken
+    """``count`` ids of :func:`new_episode_id`, taken from the pool."""
+    taken: list[str] = []
+    take, pop = taken.append, _id_pool.pop
+    while len(taken) < count:
+        try:
+            take(pop())  # one atomic list operation: two threads never get the same id
+        except IndexError:
+            with _id_pool_lock:  # refilled by one thread at a time
+                if not _id_pool:
+                    _id_pool.extend(_fresh_ids(max(_ID_POOL_SIZE, count - len(taken))))
+    return taken
 
 
 class LaneEpisodes:
@@ -194,7 +197,8 @@ class LaneEpisodes:
         ``rewards`` (float64), ``terminated`` and ``truncated`` (bool) have one entry per lane.
         ``completed`` is what the step reports: interrupted episodes waiting from earlier resets
         first, then the episodes finished on this step in lane order; ``finished`` is that
-        second part (whose ``final_info`` the caller fills).
+        second part (whose ``final_info`` the caller fills; the same list when no interrupted
+        episode waited).
 
         Raises ``ValueError`` (and changes nothing) when a NEXT_STEP lane that is waiting for its
         autoreset reports done. A reward on that reset step is not counted (docs/envs.md); a
@@ -217,6 +221,14 @@ class LaneEpisodes:
             ended_flags, cut_flags = terminated.tolist(), truncated.tolist()
             if done is None:
                 done = list(compress(range(self.num_envs), map(or_, ended_flags, cut_flags)))
+            if (
+                done
+                and self.autoreset_mode == _SAME_STEP
+                and self._active_count == self.num_envs
+                and not (self._pending or self._stale or self._interrupted)
+            ):
+                ended = self._roll(rewards, done, ended_flags, cut_flags)
+                return ended, ended
         pending = self._pending
         if pending:
             broken = sorted(set(pending).intersection(done)) if done else None
@@ -262,6 +274,41 @@ class LaneEpisodes:
             self._stale.extend(finished)
         completed.extend(ended)
         return completed, ended
+
+    def _roll(
+        self, rewards: np.ndarray, done: Sequence[int], ended_flags: list[bool], cut_flags: list[bool]
+    ) -> list[CompletedEpisode]:
+        """SAME_STEP's usual finishing step (every lane running, nothing waiting): each of the
+        ``done`` lanes' episodes ends and a new one begins on it. The general path of
+        :meth:`record_step` in one pass, because short episodes finish some lane most steps."""
+        tick = self._tick = self._tick + 1
+        self._add_rewards(rewards)
+        wall, mono = time.time_ns(), time.monotonic_ns()
+        ids, seeds, returns = self._ids, self._seeds, self._returns
+        start_tick, start_wall, start_mono = self._start_tick, self._start_wall_ns, self._start_mono_ns
+        ended: list[CompletedEpisode] = []
+        for lane, episode_id in zip(done, new_episode_ids(len(done)), strict=True):
+            ended.append(
+                CompletedEpisode(
+                    ids[lane],
+                    lane,
+                    tick - start_tick[lane],
+                    float(returns[lane]),
+                    ended_flags[lane],
+                    cut_flags[lane],
+                    start_wall[lane],
+                    wall,
+                    (mono - start_mono[lane]) // 1_000_000,
+                    seeds[lane],
+                )
+            )
+            ids[lane] = episode_id
+            seeds[lane] = None
+            start_tick[lane] = tick
+            returns[lane] = 0.0
+            start_wall[lane] = wall
+            start_mono[lane] = mono
+        return ended
 
     def drain(self) -> list[CompletedEpisode]:
         """End every running episode as truncated and return them after the waiting interrupted ones.

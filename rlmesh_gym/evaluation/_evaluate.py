@@ -31,7 +31,7 @@ from rlmesh_gym.runtime import (
     RuntimeHooks,
     RuntimeSessionSpec,
 )
-from rlmesh_gym.runtime.events import EpisodeCompletedEvent, SessionStartedEvent, StepCompletedEvent
+from rlmesh_gym.runtime.events import EpisodesCompletedEvent, SessionStartedEvent, StepCompletedEvent
 from rlmesh_gym.runtime.seams import DrainsEpisodes, RendersFrames
 from rlmesh_gym.runtime.telemetry import RuntimeTiming
 
@@ -52,6 +52,7 @@ _STOP_REASON = "evaluation quotas met"
 _INTERRUPT_REASON = "evaluation interrupted"
 _COUNT_FAILED_REASON = "evaluation failed to count a completed episode"
 _MAX_STEPS_REASON = "evaluation reached max_steps"
+_NEVER_STARTED = ("", 0)  # the record name of an episode the route never saw start
 
 
 class EvaluationError(Exception):
@@ -113,11 +114,12 @@ class _EvaluationHooks(RuntimeHooks):
     The driver only logs a failing best-effort hook, so a failure to count an episode is kept
     in ``error`` and stops the session; the run then raises it as an :class:`EvaluationError`.
 
-    It listens only to once-per-session and once-per-episode events, so the driver does no
-    per-step work for it (and keeps its per-step telemetry off unless another hook wants it).
-    With ``yield_to_loop`` it also hands control to the event loop once per completed episode:
-    an in-process session never suspends otherwise, so the caller's other tasks (and a
-    cancellation of the awaiting task) would wait for the whole evaluation.
+    It listens only to once-per-session events and to ``episodes_completed`` (a step's finished
+    episodes at once), so the driver does no work for it on a step that finishes none (and keeps
+    its per-step telemetry off unless another hook wants it). With ``yield_to_loop`` it also
+    hands control to the event loop once per step that finishes episodes: an in-process session
+    never suspends otherwise, so the caller's other tasks (and a cancellation of the awaiting
+    task) would wait for the whole evaluation.
     """
 
     def __init__(
@@ -146,30 +148,30 @@ class _EvaluationHooks(RuntimeHooks):
     async def session_started(self, event: SessionStartedEvent) -> None:
         self.started_ns = perf_counter_ns()
 
-    async def episode_completed(self, event: EpisodeCompletedEvent) -> None:
+    async def episodes_completed(self, event: EpisodesCompletedEvent) -> None:
         if self.yield_to_loop:
             await asyncio.sleep(0)
         quotas = self.quotas
         if quotas.met or self.error is not None:
             return
-        if not event.episode_record_id:
-            # An episode this route never started (one a reused env still had running, ended
-            # by this session's cold reset): not part of this evaluation.
-            return
+        episodes = event.episodes
+        if _NEVER_STARTED in event.records:
+            # Episodes this route never started (ones a reused env still had running, ended by
+            # this session's cold reset): not part of this evaluation.
+            episodes = [
+                episode
+                for episode, names in zip(episodes, event.records, strict=True)
+                if names != _NEVER_STARTED
+            ]
         try:
-            if not quotas.wants(event.env_index, event.episode_id):
-                return  # its lane has met its quota: no record to build
-            if event.episode is not None:
-                record = EpisodeRecord.from_episode(event.episode)
-            elif event.metadata is not None:
-                record = EpisodeRecord.from_metadata(event.metadata)
-            else:
-                raise ValueError(f"completed episode {event.episode_id!r} came without its summary")
-            quotas.count(record)
-            if self.progress is not None:
-                self.progress.update(record.episode_return)
-            if self.on_counted is not None:
-                self.on_counted(record)
+            counted = quotas.count_episodes(episodes)
+            progress, on_counted = self.progress, self.on_counted
+            if progress is not None or on_counted is not None:
+                for record in counted:
+                    if progress is not None:
+                        progress.update(record.episode_return)
+                    if on_counted is not None:
+                        on_counted(record)
         except Exception as exc:
             self.error = exc
             self._stop(_COUNT_FAILED_REASON)
@@ -350,7 +352,8 @@ class SessionEvaluation:
         )
 
     async def run(self, yield_to_loop: bool = False) -> EvalResult:
-        """Run the session(s); with ``yield_to_loop`` let other tasks run once per completed episode."""
+        """Run the session(s); with ``yield_to_loop`` let other tasks run once per step that
+        finishes episodes."""
         resolved, settings = self.resolved, self.settings
         progress: EpisodeProgress | None = None  # this evaluation's own bar, closed at the end
         recorder: Any = None

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rlmesh_gym.recording.episode_record import EpisodeRecord
+from rlmesh_gym.runtime.seams import CompletedEpisode
 
 __all__ = ["EpisodeQuotas", "lane_quotas"]
 
@@ -33,13 +36,15 @@ class EpisodeQuotas:
     lane's sample independent of episode length.
     """
 
-    __slots__ = ("quotas", "records", "_counts", "_counted_ids", "_lanes_open")
+    __slots__ = ("quotas", "records", "_counts", "_counted_ids", "_ids_known", "_lanes_open")
 
     def __init__(self, quotas: tuple[int, ...]) -> None:
         self.quotas = quotas
         self.records: list[EpisodeRecord] = []
         self._counts = [0] * len(quotas)
+        # The ids of records[:_ids_known], brought up to date when asked (most runs never ask).
         self._counted_ids: set[str] = set()
+        self._ids_known = 0
         self._lanes_open = sum(1 for quota in quotas if quota > 0)
 
     @property
@@ -54,6 +59,10 @@ class EpisodeQuotas:
 
     def counted(self, episode_id: str) -> bool:
         """Whether the episode with this id was counted."""
+        records = self.records
+        if self._ids_known < len(records):
+            self._counted_ids.update(record.episode_id for record in records[self._ids_known :])
+            self._ids_known = len(records)
         return episode_id in self._counted_ids
 
     def wants(self, lane: int, episode_id: str) -> bool:
@@ -63,10 +72,7 @@ class EpisodeQuotas:
         Raises ``ValueError`` for a lane outside the quotas.
         """
         if not 0 <= lane < len(self._counts):
-            raise ValueError(
-                f"completed episode {episode_id!r} reports lane {lane}, "
-                f"outside the {len(self._counts)} lane(s) being evaluated"
-            )
+            raise self._outside(lane, episode_id)
         return self._counts[lane] < self.quotas[lane]
 
     def offer(self, record: EpisodeRecord) -> bool:
@@ -81,6 +87,34 @@ class EpisodeQuotas:
         lane = record.lane
         self._counts[lane] += 1
         self.records.append(record)
-        self._counted_ids.add(record.episode_id)
         if self._counts[lane] == self.quotas[lane]:
             self._lanes_open -= 1
+
+    def count_episodes(self, episodes: Iterable[CompletedEpisode]) -> list[EpisodeRecord]:
+        """:meth:`offer` each finished episode in turn; the records of those counted.
+
+        Raises ``ValueError`` for an episode of a lane outside the quotas (the episodes before
+        it stay counted).
+        """
+        counts, quotas, records = self._counts, self.quotas, self.records
+        lanes = len(counts)
+        counted: list[EpisodeRecord] = []
+        for episode in episodes:
+            lane = episode.env_index
+            if not 0 <= lane < lanes:
+                raise self._outside(lane, episode.episode_id)
+            count = counts[lane]
+            if count < quotas[lane]:
+                record = EpisodeRecord.from_episode(episode)
+                records.append(record)
+                counted.append(record)
+                counts[lane] = count = count + 1
+                if count == quotas[lane]:
+                    self._lanes_open -= 1
+        return counted
+
+    def _outside(self, lane: int, episode_id: str) -> ValueError:
+        return ValueError(
+            f"completed episode {episode_id!r} reports lane {lane}, "
+            f"outside the {len(self._counts)} lane(s) being evaluated"
+        )

@@ -66,6 +66,7 @@ from rlmesh_gym.runtime.errors import (
 )
 from rlmesh_gym.runtime.events import (
     ActionReceivedEvent,
+    EpisodesCompletedEvent,
     EpisodeStartedEvent,
     LazyEpisodeCompletedEvent,
     LazyStepCompletedEvent,
@@ -348,6 +349,7 @@ class _Run:
         self.model_ns = 0  # the last predict's duration, for the step's telemetry sample
         listeners = hooks.listeners
         self.on_episode_started = bool(listeners("episode_started"))
+        self.on_episodes_completed = bool(listeners("episodes_completed"))
         self.on_episode_completed = bool(listeners("episode_completed"))
         self.on_action = bool(listeners("transform_action") or listeners("action_received"))
         self.on_observation = bool(listeners("transform_observation") or listeners("observation_emitted"))
@@ -634,9 +636,13 @@ class _Run:
 
     async def completed(self, completed: Sequence[CompletedEpisode]) -> None:
         names = self.state.complete_episodes([episode.episode_id for episode in completed])
+        session_id, route = self.session_id, self.route
+        if self.on_episodes_completed:
+            await self.hooks.fire(
+                "episodes_completed", EpisodesCompletedEvent(session_id, route, completed, names)
+            )
         if not self.on_episode_completed:
             return
-        session_id, route = self.session_id, self.route
         await self.hooks.fire_each(
             "episode_completed",
             [

@@ -28,7 +28,7 @@ an instance of a private subclass of the documented class; its fields read the s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -43,6 +43,7 @@ __all__ = [
     "EnvConnectedEvent",
     "EpisodeCompletedEvent",
     "EpisodeStartedEvent",
+    "EpisodesCompletedEvent",
     "LogEvent",
     "LogLevel",
     "MetricKind",
@@ -182,6 +183,24 @@ class EpisodeCompletedEvent:
     """Extension: the env's whole ``EpisodeMetadata`` (its ``seed`` in particular)."""
     episode: CompletedEpisode | None = None
     """Extension: the same episode in array form (``final_info`` as the env returned it)."""
+
+
+@dataclass(slots=True)
+class EpisodesCompletedEvent:
+    """Extension: every episode one step completed, at once (the step's ``completed_episodes``,
+    in the env's order), for a hook that handles them together.
+
+    Fired once per step that completed episodes, before that step's
+    :class:`EpisodeCompletedEvent` s. Upstream has no such event.
+    """
+
+    session_id: str
+    route: RuntimeRouteContext
+    episodes: Sequence[CompletedEpisode]
+    """The completed episodes in array form (``final_info`` as the env returned it)."""
+    records: Sequence[tuple[str, int]]
+    """Each episode's ``(episode_record_id, episode_index)``, aligned with ``episodes``:
+    ``("", 0)`` for an episode the route never saw start."""
 
 
 @dataclass(slots=True)

@@ -35,6 +35,7 @@ from rlmesh_gym.runtime.events import (
     ActionReceivedEvent,
     EnvConnectedEvent,
     EpisodeCompletedEvent,
+    EpisodesCompletedEvent,
     EpisodeStartedEvent,
     LogEvent,
     LogLevel,
@@ -60,6 +61,7 @@ __all__ = [
     "EnvConnectedEvent",
     "EpisodeCompletedEvent",
     "EpisodeStartedEvent",
+    "EpisodesCompletedEvent",
     "HookError",
     "HookTable",
     "LogEvent",
@@ -87,6 +89,7 @@ HOOK_METHODS = (
     "model_connected",
     "session_started",
     "episode_started",
+    "episodes_completed",
     "episode_completed",
     "action_received",
     "transform_action",
@@ -99,7 +102,8 @@ HOOK_METHODS = (
     "session_failed",
     "log",
 )
-"""Every hook method name, in upstream's order."""
+"""Every hook method name, in upstream's order (``episodes_completed``, this port's addition,
+where it fires: before the step's ``episode_completed`` events)."""
 
 TRANSFORM_HOOKS = ("transform_action", "transform_observation")
 """The fatal hooks; the others are best-effort."""
@@ -119,6 +123,11 @@ class RuntimeHooks:
 
     async def episode_started(self, event: EpisodeStartedEvent) -> None:
         """For each episode id the route sees for the first time, in lane order."""
+
+    async def episodes_completed(self, event: EpisodesCompletedEvent) -> None:
+        """Once per step that completed episodes, with all of them, before their
+        ``episode_completed`` events (this port's addition: one call per step instead of one
+        per episode, for a hook that counts many short episodes)."""
 
     async def episode_completed(self, event: EpisodeCompletedEvent) -> None:
         """For each ``completed_episodes`` entry of a step, in the env's order."""
@@ -185,6 +194,9 @@ class CompositeHooks(RuntimeHooks):
 
     async def episode_started(self, event: EpisodeStartedEvent) -> None:
         await self._fan_out("episode_started", event)
+
+    async def episodes_completed(self, event: EpisodesCompletedEvent) -> None:
+        await self._fan_out("episodes_completed", event)
 
     async def episode_completed(self, event: EpisodeCompletedEvent) -> None:
         await self._fan_out("episode_completed", event)

@@ -212,3 +212,78 @@ def test_done_lanes_told_match_the_full_book_keeping(mode):
             waiting = np.isin(np.arange(3), [lane for lane, _, _ in completed[0]])
     told.drain()
     assert told.ids == ["", "", ""]
+
+
+@pytest.mark.parametrize("lanes", [3, 20])  # returns kept in a list / in an array
+def test_same_step_rolls_count_like_a_plain_tally(lanes):
+    # SAME_STEP's usual finishing step takes a one-pass path; a restart of some lanes in the
+    # middle (interrupted episodes waiting) sends a step through the general path. Both must
+    # give what a plain per-lane tally gives.
+    book = LaneEpisodes(lanes, SAME)
+    book.start(list(range(lanes)), list(range(100, 100 + lanes)))
+    rng = np.random.default_rng(lanes)
+    steps, returns = [0] * lanes, [0.0] * lanes
+    seeds: list[int | None] = list(range(100, 100 + lanes))
+    ids = book.ids
+    for step_number in range(300):
+        expected = []
+        if step_number == 150:
+            restarted = [0, lanes - 1]
+            book.start(restarted, [7, None])
+            for lane, seed in zip(restarted, [7, None], strict=True):
+                expected.append((ids[lane], lane, steps[lane], returns[lane], False, True, seeds[lane]))
+                steps[lane], returns[lane], seeds[lane] = 0, 0.0, seed
+            ids = book.ids
+        rewards = rng.normal(size=lanes)
+        terminated = rng.random(lanes) < 0.2
+        truncated = ~terminated & (rng.random(lanes) < 0.1)
+        done = np.flatnonzero(terminated | truncated).tolist()
+        for lane in range(lanes):
+            steps[lane] += 1
+            returns[lane] += rewards[lane]
+        for lane in done:
+            expected.append(
+                (
+                    ids[lane],
+                    lane,
+                    steps[lane],
+                    returns[lane],
+                    bool(terminated[lane]),
+                    bool(truncated[lane]),
+                    seeds[lane],
+                )
+            )
+            steps[lane], returns[lane], seeds[lane] = 0, 0.0, None
+        completed, finished = book.record_step(rewards, terminated, truncated, done=done)
+        got = [
+            (e.episode_id, e.env_index, e.step_count, e.cumulative_reward, e.terminated, e.truncated, e.seed)
+            for e in completed
+        ]
+        assert [row[:3] + row[4:] for row in got] == [row[:3] + row[4:] for row in expected]
+        assert [row[3] for row in got] == pytest.approx([row[3] for row in expected])
+        assert [e.env_index for e in finished] == done
+        new_ids = book.ids
+        assert [lane for lane in range(lanes) if new_ids[lane] != ids[lane]] == done
+        assert len(set(new_ids)) == lanes and not set(new_ids) & {row[0] for row in expected}
+        ids = new_ids
+    for episode in completed:
+        assert episode.start_timestamp_ns <= episode.end_timestamp_ns and episode.duration_ms >= 0
+
+
+def test_episode_ids_taken_from_several_threads_are_all_different():
+    import threading
+
+    taken: list[list[str]] = [[] for _ in range(4)]
+
+    def take(into: list[str]) -> None:
+        for count in range(1, 700):
+            into.extend(new_episode_ids(count % 9))
+
+    threads = [threading.Thread(target=take, args=(into,)) for into in taken]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    every = [episode_id for into in taken for episode_id in into]
+    assert len(every) == 4 * sum(count % 9 for count in range(1, 700))
+    assert len(set(every)) == len(every)

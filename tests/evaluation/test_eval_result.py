@@ -11,6 +11,7 @@ import pytest
 from rlmesh_gym.evaluation import EpisodeQuotas, EvalResult, EvalTimings, lane_quotas
 from rlmesh_gym.evaluation._progress import progress_wanted
 from rlmesh_gym.recording import EpisodeRecord
+from rlmesh_gym.runtime.seams import CompletedEpisode
 
 
 def _record(
@@ -101,6 +102,26 @@ def test_episode_quotas_want_only_lanes_below_quota_and_count_what_they_wanted()
     assert quotas.wants(0, "c") is False and quotas.met and quotas.counted("ep-0-1.0")
     with pytest.raises(ValueError, match="episode 'z' reports lane 2, outside the 2 lane"):
         quotas.wants(2, "z")
+
+
+def test_episode_quotas_count_a_steps_episodes_in_order():
+    def finished(lane: int, name: str, reward: float) -> CompletedEpisode:
+        return CompletedEpisode(name, lane, 3, reward, True, False, 10, 20, 0, None, {"is_success": 1})
+
+    quotas = EpisodeQuotas((1, 2))
+    counted = quotas.count_episodes([finished(0, "a", 1.0), finished(0, "b", 2.0), finished(1, "c", 3.0)])
+    assert [(r.episode_id, r.lane, r.episode_return, r.length, r.success) for r in counted] == [
+        ("a", 0, 1.0, 3, True),
+        ("c", 1, 3.0, 3, True),
+    ]
+    assert quotas.records == counted and quotas.counts == (1, 1) and not quotas.met
+    assert quotas.counted("a") and not quotas.counted("b") and quotas.counted("c")
+    # An episode outside the lanes raises; the ones before it stay counted.
+    with pytest.raises(ValueError, match="episode 'z' reports lane 2, outside the 2 lane"):
+        quotas.count_episodes([finished(1, "d", 4.0), finished(2, "z", 0.0), finished(1, "e", 5.0)])
+    assert [r.episode_id for r in quotas.records] == ["a", "c", "d"] and quotas.met
+    assert quotas.counted("d") and not quotas.counted("e")
+    assert quotas.count_episodes([finished(1, "f", 6.0)]) == []
 
 
 def test_zero_quota_lanes_are_met_from_the_start():
