@@ -51,8 +51,17 @@ _WIRE_MODES = frozenset(mode.wire for mode in AutoresetMode)
 _ID_POOL_SIZE = 256
 _id_pool: list[str] = []
 _id_pool_lock = threading.Lock()
-# A forked child must not hand out the parent's remaining ids (duplicates).
-os.register_at_fork(after_in_child=_id_pool.clear)
+
+
+def _fresh_pool_in_child() -> None:
+    # A forked child must not hand out the parent's remaining ids (duplicates), nor inherit the
+    # lock held by a parent thread that was refilling when the fork happened.
+    global _id_pool_lock
+    _id_pool.clear()
+    _id_pool_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_pool_in_child)
 
 
 _HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
@@ -197,8 +206,8 @@ class LaneEpisodes:
         ``rewards`` (float64), ``terminated`` and ``truncated`` (bool) have one entry per lane.
         ``completed`` is what the step reports: interrupted episodes waiting from earlier resets
         first, then the episodes finished on this step in lane order; ``finished`` is that
-        second part (whose ``final_info`` the caller fills; the same list when no interrupted
-        episode waited).
+        second part (whose ``final_info`` the caller fills; possibly the same list, on
+        SAME_STEP's one-pass path).
 
         Raises ``ValueError`` (and changes nothing) when a NEXT_STEP lane that is waiting for its
         autoreset reports done. A reward on that reset step is not counted (docs/envs.md); a

@@ -148,6 +148,13 @@ class _EvaluationHooks(RuntimeHooks):
     async def session_started(self, event: SessionStartedEvent) -> None:
         self.started_ns = perf_counter_ns()
 
+    def _report(self, record: EpisodeRecord) -> None:
+        """Tell the progress bar and ``on_counted`` about a record just counted."""
+        if self.progress is not None:
+            self.progress.update(record.episode_return)
+        if self.on_counted is not None:
+            self.on_counted(record)
+
     async def episodes_completed(self, event: EpisodesCompletedEvent) -> None:
         if self.yield_to_loop:
             await asyncio.sleep(0)
@@ -164,14 +171,8 @@ class _EvaluationHooks(RuntimeHooks):
                 if names != _NEVER_STARTED
             ]
         try:
-            counted = quotas.count_episodes(episodes)
-            progress, on_counted = self.progress, self.on_counted
-            if progress is not None or on_counted is not None:
-                for record in counted:
-                    if progress is not None:
-                        progress.update(record.episode_return)
-                    if on_counted is not None:
-                        on_counted(record)
+            reporting = self.progress is not None or self.on_counted is not None
+            quotas.count_episodes(episodes, self._report if reporting else None)
         except Exception as exc:
             self.error = exc
             self._stop(_COUNT_FAILED_REASON)
@@ -327,7 +328,8 @@ class SessionEvaluation:
 
     def _counted(self, episode_id: str) -> bool:
         # The recorder's question, asked as the episode completes: whether it is one of the
-        # result's episodes (never a pilot's). The counting hook runs first, so this is final.
+        # result's episodes (never a pilot's). The counting hook took the step's episodes through
+        # episodes_completed, which fires before any episode_completed, so this is final.
         stage = self.stages[-1] if self.stages else None
         return stage is not None and not stage.pilot and stage.hooks.quotas.counted(episode_id)
 
@@ -686,9 +688,9 @@ def evaluate(
 async def evaluate_async(env: Any, policy: Any, **arguments: Any) -> EvalResult:
     """:func:`evaluate` as a coroutine, run on the caller's event loop (same arguments).
 
-    The session hands control back to the loop once per completed episode (an in-process env
-    and policy never suspend between steps), so other tasks keep running and cancelling the
-    awaiting task takes effect within an episode; the env and model route are then closed and
+    The session hands control back to the loop once per step that completes episodes (an
+    in-process env and policy never suspend between steps), so other tasks keep running and
+    cancelling the awaiting task takes effect within an episode; the env and model route are then closed and
     ``CancelledError`` propagates.
     """
     return await _prepare(env, policy, _settings_of(arguments)).run(yield_to_loop=True)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from rlmesh_gym.recording.episode_record import EpisodeRecord
-from rlmesh_gym.runtime.seams import CompletedEpisode
+
+if TYPE_CHECKING:
+    from rlmesh_gym.runtime.seams import CompletedEpisode
 
 __all__ = ["EpisodeQuotas", "lane_quotas"]
 
@@ -42,7 +45,8 @@ class EpisodeQuotas:
         self.quotas = quotas
         self.records: list[EpisodeRecord] = []
         self._counts = [0] * len(quotas)
-        # The ids of records[:_ids_known], brought up to date when asked (most runs never ask).
+        # The ids of records[:_ids_known], brought up to date when asked (most runs never ask);
+        # records only ever grow.
         self._counted_ids: set[str] = set()
         self._ids_known = 0
         self._lanes_open = sum(1 for quota in quotas if quota > 0)
@@ -85,33 +89,37 @@ class EpisodeQuotas:
     def count(self, record: EpisodeRecord) -> None:
         """Count ``record``, whose lane :meth:`wants` it (:meth:`offer` without the check)."""
         lane = record.lane
-        self._counts[lane] += 1
         self.records.append(record)
-        if self._counts[lane] == self.quotas[lane]:
-            self._lanes_open -= 1
+        self._took(lane)
 
-    def count_episodes(self, episodes: Iterable[CompletedEpisode]) -> list[EpisodeRecord]:
-        """:meth:`offer` each finished episode in turn; the records of those counted.
+    def count_episodes(
+        self,
+        episodes: Iterable[CompletedEpisode],
+        on_counted: Callable[[EpisodeRecord], None] | None = None,
+    ) -> None:
+        """:meth:`offer` each finished episode in turn, calling ``on_counted`` with the record of
+        each one counted, as it is counted.
 
-        Raises ``ValueError`` for an episode of a lane outside the quotas (the episodes before
-        it stay counted).
+        Raises ``ValueError`` for an episode of a lane outside the quotas, and what
+        ``on_counted`` raises; the episodes before it stay counted (and were reported).
         """
         counts, quotas, records = self._counts, self.quotas, self.records
         lanes = len(counts)
-        counted: list[EpisodeRecord] = []
         for episode in episodes:
             lane = episode.env_index
             if not 0 <= lane < lanes:
                 raise self._outside(lane, episode.episode_id)
-            count = counts[lane]
-            if count < quotas[lane]:
+            if counts[lane] < quotas[lane]:
                 record = EpisodeRecord.from_episode(episode)
                 records.append(record)
-                counted.append(record)
-                counts[lane] = count = count + 1
-                if count == quotas[lane]:
-                    self._lanes_open -= 1
-        return counted
+                self._took(lane)
+                if on_counted is not None:
+                    on_counted(record)
+
+    def _took(self, lane: int) -> None:
+        count = self._counts[lane] = self._counts[lane] + 1
+        if count == self.quotas[lane]:
+            self._lanes_open -= 1
 
     def _outside(self, lane: int, episode_id: str) -> ValueError:
         return ValueError(

@@ -502,7 +502,7 @@ class _Run:
 
     async def settle_episodes(self, step: EnvStepBatch) -> None:
         """Adopt the step's episode ids (``episode_started`` for new ones), then count the
-        completed episodes (``episode_completed``)."""
+        completed episodes (``episodes_completed``, then ``episode_completed`` for each)."""
         if step.episode_ids:
             started = self.state.observe_episode_ids(step.episode_ids, self.on_episode_started)
             if started:
@@ -638,8 +638,10 @@ class _Run:
         names = self.state.complete_episodes([episode.episode_id for episode in completed])
         session_id, route = self.session_id, self.route
         if self.on_episodes_completed:
+            # Tuples: the driver reads both lists again after the hooks.
             await self.hooks.fire(
-                "episodes_completed", EpisodesCompletedEvent(session_id, route, completed, names)
+                "episodes_completed",
+                EpisodesCompletedEvent(session_id, route, tuple(completed), tuple(names)),
             )
         if not self.on_episode_completed:
             return

@@ -191,7 +191,7 @@ class EpisodesCompletedEvent:
     in the env's order), for a hook that handles them together.
 
     Fired once per step that completed episodes, before that step's
-    :class:`EpisodeCompletedEvent` s. Upstream has no such event.
+    :class:`EpisodeCompletedEvent` events. Upstream has no such event.
     """
 
     session_id: str

@@ -214,8 +214,9 @@ def test_done_lanes_told_match_the_full_book_keeping(mode):
     assert told.ids == ["", "", ""]
 
 
+@pytest.mark.parametrize("told", [True, False])  # done lanes given / read off the masks
 @pytest.mark.parametrize("lanes", [3, 20])  # returns kept in a list / in an array
-def test_same_step_rolls_count_like_a_plain_tally(lanes):
+def test_same_step_rolls_count_like_a_plain_tally(lanes, told):
     # SAME_STEP's usual finishing step takes a one-pass path; a restart of some lanes in the
     # middle (interrupted episodes waiting) sends a step through the general path. Both must
     # give what a plain per-lane tally gives.
@@ -254,7 +255,10 @@ def test_same_step_rolls_count_like_a_plain_tally(lanes):
                 )
             )
             steps[lane], returns[lane], seeds[lane] = 0, 0.0, None
-        completed, finished = book.record_step(rewards, terminated, truncated, done=done)
+        completed, finished = book.record_step(rewards, terminated, truncated, done=done if told else None)
+        if done:
+            # The one-pass path (one list for both) exactly when nothing waited from a restart.
+            assert (completed is finished) == (step_number != 150)
         got = [
             (e.episode_id, e.env_index, e.step_count, e.cumulative_reward, e.terminated, e.truncated, e.seed)
             for e in completed
@@ -287,3 +291,31 @@ def test_episode_ids_taken_from_several_threads_are_all_different():
     every = [episode_id for into in taken for episode_id in into]
     assert len(every) == 4 * sum(count % 9 for count in range(1, 700))
     assert len(set(every)) == len(every)
+
+
+def test_a_forked_child_takes_fresh_ids_even_when_forked_mid_refill():
+    import os
+
+    from rlmesh_gym.envs import episodes
+
+    new_episode_ids(1)  # the parent's pool now holds ids
+    reader, writer = os.pipe()
+    with episodes._id_pool_lock, warnings.catch_warnings():  # as if a thread were refilling
+        warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: forking a threaded process
+        pid = os.fork()
+        if pid == 0:  # the child: must neither reuse the parent's ids nor wait for its lock
+            try:
+                os.close(reader)
+                import signal
+
+                signal.alarm(10)  # a deadlocked child dies instead of hanging the suite
+                os.write(writer, "\n".join(new_episode_ids(300)).encode())
+            finally:
+                os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader) as pipe:
+        child_ids = set(pipe.read().split())
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert len(child_ids) == 300
+    assert not child_ids & set(new_episode_ids(300))

@@ -109,7 +109,10 @@ def test_episode_quotas_count_a_steps_episodes_in_order():
         return CompletedEpisode(name, lane, 3, reward, True, False, 10, 20, 0, None, {"is_success": 1})
 
     quotas = EpisodeQuotas((1, 2))
-    counted = quotas.count_episodes([finished(0, "a", 1.0), finished(0, "b", 2.0), finished(1, "c", 3.0)])
+    counted: list = []
+    quotas.count_episodes(
+        [finished(0, "a", 1.0), finished(0, "b", 2.0), finished(1, "c", 3.0)], counted.append
+    )
     assert [(r.episode_id, r.lane, r.episode_return, r.length, r.success) for r in counted] == [
         ("a", 0, 1.0, 3, True),
         ("c", 1, 3.0, 3, True),
@@ -121,7 +124,8 @@ def test_episode_quotas_count_a_steps_episodes_in_order():
         quotas.count_episodes([finished(1, "d", 4.0), finished(2, "z", 0.0), finished(1, "e", 5.0)])
     assert [r.episode_id for r in quotas.records] == ["a", "c", "d"] and quotas.met
     assert quotas.counted("d") and not quotas.counted("e")
-    assert quotas.count_episodes([finished(1, "f", 6.0)]) == []
+    quotas.count_episodes([finished(1, "f", 6.0)], counted.append)
+    assert len(counted) == 2 and len(quotas.records) == 3
 
 
 def test_zero_quota_lanes_are_met_from_the_start():

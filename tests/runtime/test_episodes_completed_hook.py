@@ -9,6 +9,7 @@ import logging
 from _runtime_fakes import SAME_STEP, EchoModel, RecordingHooks, ScriptedVectorEnv, vector_spec
 
 from rlmesh_gym.runtime import CompositeHooks, RuntimeDriver, RuntimeHooks
+from rlmesh_gym.runtime import driver as driver_module
 from rlmesh_gym.runtime.events import EpisodesCompletedEvent
 from rlmesh_gym.runtime.seams import CompletedEpisode
 
@@ -82,7 +83,7 @@ def test_an_episode_the_route_never_started_is_named_empty() -> None:
     assert list(second.records) == [("ep-000001", 1)]
 
 
-def test_not_built_when_nobody_listens_and_fanned_out_by_composite_hooks(caplog) -> None:
+def test_not_built_when_nobody_listens_and_fanned_out_by_composite_hooks(caplog, monkeypatch) -> None:
     calls: list[str] = []
 
     class Counting(RuntimeHooks):
@@ -94,6 +95,13 @@ def test_not_built_when_nobody_listens_and_fanned_out_by_composite_hooks(caplog)
             if self.tag == "a":
                 raise RuntimeError("counting failed")
 
+    built: list[object] = []
+
+    def counting_event(*fields: object) -> EpisodesCompletedEvent:
+        built.append(fields)
+        return EpisodesCompletedEvent(*fields)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(driver_module, "EpisodesCompletedEvent", counting_event)
     plain = RecordingHooks()
     run(
         RuntimeDriver(
@@ -103,7 +111,7 @@ def test_not_built_when_nobody_listens_and_fanned_out_by_composite_hooks(caplog)
             plain,
         )
     )
-    assert not plain.named("episodes_completed") and len(plain.named("episode_completed")) == 2
+    assert not built and len(plain.named("episode_completed")) == 2
 
     hooks = CompositeHooks(Counting("a"), Counting("b"))
     with caplog.at_level(logging.WARNING, logger="rlmesh_gym.runtime"):
@@ -116,5 +124,5 @@ def test_not_built_when_nobody_listens_and_fanned_out_by_composite_hooks(caplog)
             )
         )
     assert report.total_episodes == 4  # best-effort: a failing listener does not end the run
-    assert calls == ["a", "b", "a", "b"]
+    assert calls == ["a", "b", "a", "b"] and len(built) == 2
     assert caplog.text.count("runtime hook episodes_completed failed: counting failed") == 2
