@@ -27,7 +27,7 @@ def test_a_small_split_times_every_part_of_both_sides():
     lines = ran.stdout.splitlines()
     load = r"load average \d+\.\d\d \d+\.\d\d \d+\.\d\d \(1/5/15 min\), \d+ cores"
     assert re.fullmatch(f"before: {load}", lines[0]) and re.fullmatch(f"after: {load}", lines[-1])
-    part = r"(total|sub-env step|forward|before|loop|after) +\d"
+    part = r"(total|sub-env step|forward|before|loop|after) +-?\d"
     rows = {line.split()[0]: line for line in lines if re.match(part, line)}
     assert list(rows) == ["total", "sub-env", "forward", "before", "loop", "after"]
     for name, line in rows.items():
