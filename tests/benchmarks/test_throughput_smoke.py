@@ -5,29 +5,17 @@ verdict is printed for a quick run."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "throughput.py"
+from _script_run import LOAD_LINE, run_script
 
 
 @pytest.mark.torch
 @pytest.mark.sb3
 @pytest.mark.timeout(600)  # a hang guard: a busy machine makes the runs slow, never wrong
 def test_the_quick_run_prints_the_load_and_every_cell_but_no_verdict():
-    ran = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--lanes", "1", "2", "--workloads", "short"],
-        capture_output=True,
-        text=True,
-        timeout=580,
-    )
-    assert ran.returncode == 0, ran.stderr
-    lines = ran.stdout.splitlines()
-    load = r"load average \d+\.\d\d \d+\.\d\d \d+\.\d\d \(1/5/15 min\), \d+ cores"
-    assert re.fullmatch(f"before: {load}", lines[0]) and re.fullmatch(f"after: {load}", lines[-2])
+    lines = run_script("throughput.py", "--quick", "--lanes", "1", "2", "--workloads", "short")
+    assert re.fullmatch(f"before: {LOAD_LINE}", lines[0]) and re.fullmatch(f"after: {LOAD_LINE}", lines[-2])
     versions = (
         r"software: Python \d+\.\d+\.\d+, numpy [^,]+, torch [^,]+, gymnasium [^,]+, "
         r"stable-baselines3 [^;]+; processor .+"

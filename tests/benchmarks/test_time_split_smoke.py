@@ -5,28 +5,16 @@ SAME_STEP loop and the module's forward), and the difference column is evaluate 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "time_split.py"
+from _script_run import LOAD_LINE, run_script
 
 
 @pytest.mark.torch
 @pytest.mark.timeout(600)  # a hang guard: a busy machine makes the runs slow, never wrong
 def test_a_small_split_times_every_part_of_both_sides():
-    ran = subprocess.run(
-        [sys.executable, str(SCRIPT), "--lanes", "2", "--repeats", "1", "--env-steps", "100"],
-        capture_output=True,
-        text=True,
-        timeout=580,
-    )
-    assert ran.returncode == 0, ran.stderr
-    lines = ran.stdout.splitlines()
-    load = r"load average \d+\.\d\d \d+\.\d\d \d+\.\d\d \(1/5/15 min\), \d+ cores"
-    assert re.fullmatch(f"before: {load}", lines[0]) and re.fullmatch(f"after: {load}", lines[-1])
+    lines = run_script("time_split.py", "--lanes", "2", "--repeats", "1", "--env-steps", "100")
+    assert re.fullmatch(f"before: {LOAD_LINE}", lines[0]) and re.fullmatch(f"after: {LOAD_LINE}", lines[-1])
     part = r"(total|sub-env step|forward|before|loop|after) +-?\d"
     rows = {line.split()[0]: line for line in lines if re.match(part, line)}
     assert list(rows) == ["total", "sub-env", "forward", "before", "loop", "after"]
