@@ -34,6 +34,7 @@ from rlmesh_gym.policies._actions import (
 )
 from rlmesh_gym.policies._contract import ContractOrSpaces, PolicySpaces
 from rlmesh_gym.policies._model import PolicyModel
+from rlmesh_gym.policies._module_call import FORWARD, LAYERS, calls_forward_only, forward_plan
 from rlmesh_gym.policies._torch_export import ExportedPolicy
 from rlmesh_gym.policies._torch_loading import load_policy_file
 from rlmesh_gym.proto import spaces_pb2
@@ -448,7 +449,10 @@ class TorchPolicy(PolicyModel[torch.Generator]):
             ``None``: torch's setting (``torch.set_num_threads``), never changed. A changed
             count holds only during the predict: the caller's setting is restored after it.
 
-    The policy is called once per predict with the observation batch: a tensor of shape
+    The policy is called once per predict with the observation batch, as ``policy(batch)``
+    would call it (when that call would only run ``forward``, with no hooks, no compiled call
+    and no tracing, ``forward`` is called directly, and an ``nn.Sequential``'s layers are run in
+    turn by the same rule: ``rlmesh_gym/policies/_module_call.py``): a tensor of shape
     ``(N, *shape)`` for Box (its dtype), Discrete (int64, shape ``(N,)``), MultiBinary (uint8)
     and MultiDiscrete (int64); a dict of such tensors for Dict; a tuple for Tuple; a tuple of
     str for Text. In-process (:meth:`predict_arrays`) the tensors share memory with the step's
@@ -623,9 +627,18 @@ class TorchPolicy(PolicyModel[torch.Generator]):
             if threads is not None:
                 torch.set_num_threads(threads)
             try:
+                policy: Any = self.policy  # an nn.Module when the plan is LAYERS or FORWARD
+                plan = forward_plan(policy)
                 start = perf_counter_ns()
                 try:
-                    output = self.policy(observations)
+                    if plan == LAYERS:  # nn.Sequential's forward, each layer called as torch would
+                        output = observations
+                        for layer in policy._modules.values():
+                            output = layer.forward(output) if calls_forward_only(layer) else layer(output)
+                    elif plan == FORWARD:  # what policy(observations) would run
+                        output = policy.forward(observations)
+                    else:
+                        output = policy(observations)
                 except Exception as error:
                     raise self._fail(
                         f"policy {self._name()} raised {type(error).__name__}: {error} "
