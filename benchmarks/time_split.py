@@ -37,6 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 import gymnasium as gym
+import torch
 from _cartpole_contenders import episodes_for, policy_for, run_evaluate, run_hand
 from _machine import load_line, software_line
 
@@ -90,8 +91,9 @@ module = policy_for(args.workload)
 # The layers' own forwards: how each side dispatches to them (nn.Module.__call__ for the hand
 # loop; TorchPolicy calls a plain Sequential's layers directly) is part of its loop. Timing the
 # Sequential's forward instead would give it an instance forward, which TorchPolicy calls as is.
-for layer in module:
-    layer.forward = clock.timing("forward", layer.forward)  # type: ignore[method-assign]
+# Another module (the long workload's MLPPolicy) is called through its forward by both sides.
+for timed_module in module if isinstance(module, torch.nn.Sequential) else [module]:
+    timed_module.forward = clock.timing("forward", timed_module.forward)  # type: ignore[method-assign]
 episodes = episodes_for(args.workload, args.lanes, args.env_steps)
 sides: dict[str, Callable[..., int]] = {"hand": run_hand, "evaluate": run_evaluate}
 
