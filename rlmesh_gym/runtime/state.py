@@ -146,32 +146,36 @@ class RouteSnapshot:
 class EpisodeRegistry:
     """Env episode id -> :class:`RegisteredEpisode`, for one route; records are never deleted.
 
-    Each record is kept as a plain tuple ``(record_id, index, env_index, started_from_auto_reset)``
-    and handed out as a :class:`RegisteredEpisode`: a tuple of strings, ints and bools is
-    untracked by Python's garbage collector once it survives a collection, so a long session's
-    registry (one record per episode) does not make every full collection walk it.
+    Records are kept as columns (an id's index into lists of record ids, lanes and auto-reset
+    flags) and handed out as :class:`RegisteredEpisode`: registering an episode allocates no
+    object the garbage collector tracks, so a session of short episodes (one record each) does
+    not set off collections, and a long session's registry is never walked by one.
     """
 
-    __slots__ = ("_records", "_next_index")
+    __slots__ = ("_indices", "_record_ids", "_env_indices", "_auto_resets")
 
     def __init__(self) -> None:
-        self._records: dict[str, tuple[str, int, int, bool]] = {}
-        self._next_index = 1
+        self._indices: dict[str, int] = {}  # episode id -> index (1, 2, ...)
+        # By index - 1:
+        self._record_ids: list[str] = []
+        self._env_indices: list[int] = []
+        self._auto_resets: list[bool] = []
 
     def __len__(self) -> int:
-        return len(self._records)
+        return len(self._indices)
 
     def get(self, episode_id: str) -> RegisteredEpisode | None:
         """The record of ``episode_id``, or ``None`` if the route never saw it."""
-        entry = self._records.get(episode_id)
-        return RegisteredEpisode(*entry) if entry is not None else None
+        index = self._indices.get(episode_id)
+        return None if index is None else self._record(index)
 
     def names(self, episode_ids: Iterable[str]) -> list[tuple[str, int]]:
         """``(record_id, index)`` of each of ``episode_ids``, in order: ``("", 0)`` for an id the
         route never saw (what an event of that episode carries)."""
-        get, unknown = self._records.get, ("", 0)
+        get, record_ids, unknown = self._indices.get, self._record_ids, ("", 0)
         return [
-            entry[:2] if (entry := get(episode_id)) is not None else unknown for episode_id in episode_ids
+            (record_ids[index - 1], index) if (index := get(episode_id)) is not None else unknown
+            for episode_id in episode_ids
         ]
 
     def ensure_for_slots(
@@ -181,31 +185,45 @@ class EpisodeRegistry:
 
         A new id gets ``env_index`` = its position and the given ``started_from_auto_reset``.
         """
-        record_ids: list[str] = []
         started: list[StartedEpisode] = []
-        for position, episode_id in enumerate(episode_ids):
-            record_ids.append(self.ensure(episode_id, position, started_from_auto_reset, started))
+        record_ids = self.ensure_lanes(episode_ids, range(len(episode_ids)), started_from_auto_reset, started)
         return record_ids, started
 
-    def ensure(
+    def ensure_lanes(
         self,
-        episode_id: str,
-        env_index: int,
+        episode_ids: Sequence[str],
+        lanes: Iterable[int],
         started_from_auto_reset: bool,
         started: list[StartedEpisode] | None,
-    ) -> str:
-        """The record id of ``episode_id`` (``""`` if empty); a new one is appended to ``started``
-        (unless ``None``: nobody asked)."""
-        if not episode_id:
-            return ""
-        entry = self._records.get(episode_id)
-        if entry is None:
-            index = self._next_index
-            self._next_index = index + 1
-            entry = self._records[episode_id] = (f"ep-{index:06d}", index, env_index, started_from_auto_reset)
-            if started is not None:
-                started.append(StartedEpisode(episode_id, RegisteredEpisode(*entry)))
-        return entry[0]
+    ) -> list[str]:
+        """The record ids of ``episode_ids[lane]`` for each of ``lanes`` (``""`` for an empty id).
+
+        An id seen for the first time is registered with ``env_index`` = its lane and appended
+        to ``started`` (unless ``None``: nobody asked).
+        """
+        indices, registered = self._indices, self._record_ids
+        record_ids: list[str] = []
+        for lane in lanes:
+            episode_id = episode_ids[lane]
+            if not episode_id:
+                record_ids.append("")
+                continue
+            index = indices.get(episode_id)
+            if index is None:
+                index = indices[episode_id] = len(registered) + 1
+                registered.append(f"ep-{index:06d}")
+                self._env_indices.append(lane)
+                self._auto_resets.append(started_from_auto_reset)
+                if started is not None:
+                    started.append(StartedEpisode(episode_id, self._record(index)))
+            record_ids.append(registered[index - 1])
+        return record_ids
+
+    def _record(self, index: int) -> RegisteredEpisode:
+        position = index - 1
+        return RegisteredEpisode(
+            self._record_ids[position], index, self._env_indices[position], self._auto_resets[position]
+        )
 
 
 class RouteState:
@@ -315,12 +333,21 @@ class RouteState:
             return started_now
         # Full width: an unchanged id is already registered and its slot already synced, so
         # only the lanes that changed need the registry and a sync (same result, in lane order).
+        current = self._episode_ids
+        changed = list(compress(range(self.num_envs), map(ne, ids, current)))
         started: list[StartedEpisode] | None = [] if report_started else None
-        ensure, sync = self.registry.ensure, self._sync_lane
-        changed = list(compress(range(self.num_envs), map(ne, ids, self._episode_ids)))
-        for lane in changed:
-            episode_id = ids[lane]
-            sync(lane, episode_id, ensure(episode_id, lane, True, started), force_reset=False)
+        record_ids = self.registry.ensure_lanes(ids, changed, True, started)
+        # _sync_lane of each changed lane, in one pass: a lane short-episode runs roll every step.
+        self._stale_prefixes.update(changed)
+        self._lockstep_tail = None
+        slot_record_ids, starts, resets, total = self._record_ids, self._starts, self._resets, self.total_steps
+        for lane, record_id in zip(changed, record_ids):
+            episode_id = current[lane] = ids[lane]
+            slot_record_ids[lane] = record_id
+            if episode_id:  # a new episode begins (an empty id only leaves the lane without one)
+                starts[lane] = total
+                resets[lane] = True
+                self._any_reset = True
         return started or []
 
     def _sync_slots(self, episode_ids: Sequence[str], record_ids: list[str], *, force_reset: bool) -> None:

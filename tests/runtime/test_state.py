@@ -56,8 +56,10 @@ def test_episode_record_ids_are_global_across_vector_slots() -> None:
 
 def test_record_ids_widen_past_999999() -> None:
     registry = EpisodeRegistry()
-    registry._next_index = 1_000_000
-    assert registry.ensure_for_slots(["x"], False)[0] == ["ep-1000000"]
+    ids = [str(n) for n in range(1_000_000)]
+    record_ids = registry.ensure_lanes(ids, range(len(ids)), False, None)
+    assert record_ids[-2:] == ["ep-999999", "ep-1000000"]
+    assert registry.names(["999999"]) == [("ep-1000000", 1_000_000)]
 
 
 def test_empty_ids_get_empty_record_ids_and_no_start() -> None:
@@ -282,7 +284,7 @@ def test_a_registered_episode_leaves_nothing_for_the_garbage_collector_to_walk()
     registry = EpisodeRegistry()
     gc.collect()
     tracked = len(gc.get_objects())
-    record_ids = [registry.ensure(f"episode-{n}", n, True, None) for n in range(2_000)]
+    record_ids = registry.ensure_lanes([f"episode-{n}" for n in range(2_000)], range(2_000), True, None)
     gc.collect()
     assert len(gc.get_objects()) - tracked < 20
     assert record_ids[-1] == "ep-002000"
