@@ -27,7 +27,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from itertools import compress
 from operator import or_
 
@@ -154,6 +154,7 @@ class LaneEpisodes:
         # DISABLED lanes that finished last step: their id is shown once more, then cleared.
         self._stale: list[int] = []
         self._interrupted: list[CompletedEpisode] = []
+        self._retiring: set[int] = set()  # SAME_STEP lanes that begin no new episode (retire())
         self._warned_reset_reward = False
 
     @property
@@ -184,6 +185,7 @@ class LaneEpisodes:
         if len(seeds) != len(lanes):
             raise ValueError(f"expected one seed (or None) per started lane ({len(lanes)}), got {len(seeds)}")
         self._clear_stale()
+        self._retiring.difference_update(lanes)
         wall, mono = time.time_ns(), time.monotonic_ns()
         for lane, seed, episode_id in zip(lanes, seeds, new_episode_ids(len(lanes)), strict=True):
             if self._active[lane]:
@@ -233,8 +235,8 @@ class LaneEpisodes:
             if (
                 done
                 and self.autoreset_mode == _SAME_STEP
-                and self._active_count == self.num_envs
                 and not (self._pending or self._stale or self._interrupted)
+                and (self._active_count == self.num_envs or all(map(self._active.__getitem__, done)))
             ):
                 ended = self._roll(rewards, done, ended_flags, cut_flags)
                 return ended, ended
@@ -277,8 +279,12 @@ class LaneEpisodes:
         if mode == _NEXT_STEP:
             self._pending.extend(finished)
         elif mode == _SAME_STEP:
+            retiring = self._retiring
             for lane, episode_id in zip(finished, new_episode_ids(len(finished)), strict=True):
-                self._begin(lane, None, episode_id, wall, mono)
+                if lane in retiring:
+                    self._retire_now(lane)
+                else:
+                    self._begin(lane, None, episode_id, wall, mono)
         else:
             self._stale.extend(finished)
         completed.extend(ended)
@@ -293,7 +299,7 @@ class LaneEpisodes:
         tick = self._tick = self._tick + 1
         self._add_rewards(rewards)
         wall, mono = time.time_ns(), time.monotonic_ns()
-        ids, seeds, returns = self._ids, self._seeds, self._returns
+        ids, seeds, returns, retiring = self._ids, self._seeds, self._returns, self._retiring
         start_tick, start_wall, start_mono = self._start_tick, self._start_wall_ns, self._start_mono_ns
         ended: list[CompletedEpisode] = []
         for lane, episode_id in zip(done, new_episode_ids(len(done)), strict=True):
@@ -311,6 +317,9 @@ class LaneEpisodes:
                     seeds[lane],
                 )
             )
+            if retiring and lane in retiring:
+                self._retire_now(lane)
+                continue
             ids[lane] = episode_id
             seeds[lane] = None
             start_tick[lane] = tick
@@ -318,6 +327,13 @@ class LaneEpisodes:
             start_wall[lane] = wall
             start_mono[lane] = mono
         return ended
+
+    def retire(self, lanes: Iterable[int]) -> None:
+        """SAME_STEP: when the running episode of one of ``lanes`` ends, no new one begins on it;
+        the lane is idle (id ``""``) until it is started again."""
+        if self.autoreset_mode != _SAME_STEP:
+            raise ValueError("only SAME_STEP lanes retire after their episode (the others do not roll)")
+        self._retiring.update(lanes)
 
     def drain(self) -> list[CompletedEpisode]:
         """End every running episode as truncated and return them after the waiting interrupted ones.
@@ -334,6 +350,7 @@ class LaneEpisodes:
         self._active_count = 0
         self._pending = []
         self._stale.clear()
+        self._retiring.clear()
         self._ids = [""] * self.num_envs
         return episodes
 
@@ -355,6 +372,14 @@ class LaneEpisodes:
         self._returns[lane] = 0.0
         self._start_wall_ns[lane] = wall
         self._start_mono_ns[lane] = mono
+
+    def _retire_now(self, lane: int) -> None:
+        """The lane's episode just ended and it retires: idle, no new episode."""
+        self._retiring.discard(lane)
+        self._ids[lane] = ""
+        if self._active[lane]:
+            self._active[lane] = False
+            self._active_count -= 1
 
     def _completed(
         self, lane: int, terminated: bool, truncated: bool, wall: int, mono: int

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import operator
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from time import perf_counter_ns
@@ -362,6 +363,8 @@ class GymVectorEnv(ArrayRuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisode
         except Exception as error:
             raise self._env_failed(operation, self._steps_taken, error) from error
         self._failure = None
+        if self._same_step_lanes is not None:
+            self._same_step_lanes.reset_lanes()  # every lane was reset: none stays retired
         self._episodes.start(plan.lanes, self._seed_width.given(plan.lane_seeds))
         self._has_reset = True
         self._ready = True
@@ -507,6 +510,41 @@ class GymVectorEnv(ArrayRuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisode
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close(_CONTEXT_CLOSE_TIMEOUT)
+
+    @property
+    def can_retire_lanes(self) -> bool:
+        """Whether :meth:`retire_lanes` is available: the env was built by :meth:`make` under
+        SAME_STEP on a ``SyncVectorEnv``, so the adapter steps its sub-envs itself."""
+        return self._same_step_lanes is not None
+
+    def retire_lanes(self, lanes: Sequence[int]) -> None:
+        """Let each of ``lanes`` play out its running episode, then stop it until the next reset.
+
+        When such a lane's episode ends, the lane is not reset: the step reports the episode's
+        end and terminal observation as usual (no new episode id rolls in), and from then on
+        the lane is idle (id ``""``) and each step reports that observation, reward 0 and no
+        done flag without stepping its sub-env. ``evaluate()`` retires a lane once its running
+        episode is the last one it counts there. Raises ``ValueError`` when
+        :attr:`can_retire_lanes` is false or for a lane outside ``0..num_envs-1``.
+        """
+        same_step_lanes = self._same_step_lanes
+        if same_step_lanes is None:
+            raise ValueError(
+                f"{self!r} cannot retire lanes: only an env GymVectorEnv.make built under SAME_STEP with "
+                "sync vectorization steps its sub-envs itself"
+            )
+        try:
+            lanes = [operator.index(lane) for lane in lanes]
+        except TypeError:
+            raise TypeError(f"lanes must be a sequence of ints, got {lanes!r}") from None
+        outside = [lane for lane in lanes if not 0 <= lane < self._num_envs]
+        if outside:
+            raise ValueError(
+                f"lanes {outside} are not lanes of this env; expected ints in 0..{self._num_envs - 1}"
+            )
+        self._check_usable("retire_lanes")
+        same_step_lanes.retire(lanes)
+        self._episodes.retire(lanes)
 
     def drain_episodes(self) -> list[env_pb2.EpisodeMetadata]:
         """End every running episode as truncated and return them, after any interrupted ones.

@@ -17,10 +17,18 @@ the cost); each finished lane's ``final_info`` is the terminal info as gymnasium
 then :func:`~._infos.lane_info` would give it, plus ``"final_obs"``.
 tests/envs/test_same_step_lanes.py holds the two side by side. Only an env built by ``make`` is
 stepped this way: a vector env a user passes in keeps its own ``step``.
+
+Being its own loop, it can also leave lanes out: a lane marked with :meth:`SameStepLanes.retire`
+plays out its running episode and is then **retired**: not reset when that episode ends (the
+step reports its terminal observation), and not stepped again until the next reset, each step
+reporting that observation, reward 0, not done and no info. ``evaluate()`` marks a lane when
+its running episode is the last one it counts there, so the lanes that finish their share early
+do not play episodes nobody counts while the slowest lane catches up.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -58,6 +66,9 @@ class SameStepLanes:
         "_final_infos",
         "_batched_final_infos",
         "_stacked_shape",
+        "_stepped",
+        "_observations",
+        "_retiring",
     )
 
     def __init__(self, vector: SyncVectorEnv) -> None:
@@ -78,10 +89,13 @@ class SameStepLanes:
         space = self._observation_space
         shape = space.shape if type(space) in _STACKED_SPACES else None
         self._stacked_shape = None if shape is None else (self._num_envs, *shape)
+        self._stepped = list(enumerate(self._envs))  # (lane, sub-env) of the lanes not retired
+        self._observations: list[Any] = []  # each lane's observation after the last step
+        self._retiring: set[int] = set()  # lanes that retire when their running episode ends
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """One step of every lane; a finished lane is reset within it (its reset observation and
-        info are what the step reports for it)."""
+        """One step of every lane not retired; a finished lane is reset within it (its reset
+        observation and info are what the step reports for it) unless it retires."""
         n = self._num_envs
         # Python lists, made arrays once: a numpy item assignment per lane and mask costs more.
         rewards: list[Any] = [0.0] * n
@@ -93,18 +107,29 @@ class SameStepLanes:
         final_infos = self._final_infos = {}
         self._batched_final_infos = None
         add_info = self._vector._add_info
-        lane_actions = self._iterate(self._action_space, actions)
-        for lane, (action, env) in enumerate(zip(lane_actions, self._envs, strict=True)):
-            observation, rewards[lane], ended, cut, info = env.step(action)
+        lane_actions = list(self._iterate(self._action_space, actions))
+        stepped, retiring = self._stepped, self._retiring
+        if len(stepped) < n:  # a retired lane repeats its last observation
+            observations = list(self._observations)
+        for lane, env in stepped:
+            observation, rewards[lane], ended, cut, info = env.step(lane_actions[lane])
             if ended or cut:
                 terminated[lane], truncated[lane] = ended, cut
                 final_observations[lane] = observation
                 if info:
                     final_infos[lane] = info
-                observation, info = env.reset()
+                if lane in retiring:
+                    info = {}  # not reset: its terminal observation stays, its info is the final one
+                else:
+                    observation, info = env.reset()
             observations[lane] = observation
             if info:
                 infos = add_info(infos, info, lane)
+        self._observations = observations
+        if retiring and not retiring.isdisjoint(final_observations):
+            retired = retiring.intersection(final_observations)
+            retiring -= retired
+            self._stepped = [(lane, env) for lane, env in stepped if lane not in retired]
         space = self._observation_space
         stacked = self._stacked(observations)
         batch = (
@@ -137,6 +162,16 @@ class SameStepLanes:
         if batch.dtype != self._observation_space.dtype or batch.shape != self._stacked_shape:
             return None
         return batch
+
+    def retire(self, lanes: Iterable[int]) -> None:
+        """Let each of ``lanes`` play out its running episode and then retire (see the module
+        docstring) until :meth:`reset_lanes`."""
+        self._retiring.update(lanes)
+
+    def reset_lanes(self) -> None:
+        """Every lane is stepped again and none is marked to retire (the vector env was reset)."""
+        self._stepped = list(enumerate(self._envs))
+        self._retiring.clear()
 
     def finished_lanes(self) -> list[int]:
         """The lanes that finished on the last step, in lane order."""

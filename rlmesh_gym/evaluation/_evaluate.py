@@ -113,6 +113,8 @@ class _EvaluationHooks(RuntimeHooks):
 
     The driver only logs a failing best-effort hook, so a failure to count an episode is kept
     in ``error`` and stops the session; the run then raises it as an :class:`EvaluationError`.
+    Given ``retire_lanes`` (an env the evaluation built), it retires each lane whose running
+    episode is the last one counted there, so the env stops stepping the lane once it ends.
 
     It listens only to once-per-session events and to ``episodes_completed`` (a step's finished
     episodes at once), so the driver does no work for it on a step that finishes none (and keeps
@@ -128,11 +130,14 @@ class _EvaluationHooks(RuntimeHooks):
         progress: EpisodeProgress | None,
         yield_to_loop: bool,
         on_counted: Callable[[EpisodeRecord], None] | None = None,
+        retire_lanes: Callable[[list[int]], None] | None = None,
     ) -> None:
         self.quotas = quotas
         self.progress = progress
         self.yield_to_loop = yield_to_loop
         self.on_counted = on_counted
+        self.retire_lanes = retire_lanes
+        self.retire_started = False  # whether the lanes already within one were retired
         self.driver: RuntimeDriver | None = None
         self.started_ns: int | None = None
         self.ended_ns: int | None = None
@@ -172,7 +177,15 @@ class _EvaluationHooks(RuntimeHooks):
             ]
         try:
             reporting = self.progress is not None or self.on_counted is not None
-            quotas.count_episodes(episodes, self._report if reporting else None)
+            last_lanes = quotas.count_episodes(episodes, self._report if reporting else None)
+            if self.retire_lanes is not None and not quotas.met:
+                if not self.retire_started:  # the first time: the lanes that never were two short
+                    self.retire_started = True
+                    last_lanes = quotas.lanes_within_one()
+                if last_lanes:
+                    # Their running episode is the last one counted there: the env stops each
+                    # lane once it ends, instead of playing episodes nobody counts.
+                    self.retire_lanes(last_lanes)
         except Exception as exc:
             self.error = exc
             self._stop(_COUNT_FAILED_REASON)
@@ -195,8 +208,9 @@ class _CappedEvaluationHooks(_EvaluationHooks):
         yield_to_loop: bool,
         max_steps: int,
         on_counted: Callable[[EpisodeRecord], None] | None = None,
+        retire_lanes: Callable[[list[int]], None] | None = None,
     ) -> None:
-        super().__init__(quotas, progress, yield_to_loop, on_counted)
+        super().__init__(quotas, progress, yield_to_loop, on_counted, retire_lanes)
         self.max_steps = max_steps
         self.steps = 0
         self.capped = False
@@ -438,12 +452,28 @@ class SessionEvaluation:
     def _hooks(
         self, quotas: tuple[int, ...], bar: EpisodeProgress | None, yield_to_loop: bool, steps_used: int = 0
     ) -> _EvaluationHooks:
+        from rlmesh_gym.envs.gym_vector import GymVectorEnv  # loaded with the env already
+
         max_steps = self.settings.max_steps
+        # An env built here stops stepping a lane once its last counted episode ends
+        # (GymVectorEnv.retire_lanes): the same counted episodes, without playing ones nobody
+        # counts. A caller's env is stepped as it is.
+        env = self.resolved.env
+        retire_lanes = (
+            env.retire_lanes
+            if self.resolved.owned and isinstance(env, GymVectorEnv) and env.can_retire_lanes
+            else None
+        )
         if max_steps is None:
-            return _EvaluationHooks(EpisodeQuotas(quotas), bar, yield_to_loop, self.on_counted)
+            return _EvaluationHooks(EpisodeQuotas(quotas), bar, yield_to_loop, self.on_counted, retire_lanes)
         # The cap holds over both stages: the estimate gets what the pilot left (at least a step).
         return _CappedEvaluationHooks(
-            EpisodeQuotas(quotas), bar, yield_to_loop, max(max_steps - steps_used, 1), self.on_counted
+            EpisodeQuotas(quotas),
+            bar,
+            yield_to_loop,
+            max(max_steps - steps_used, 1),
+            self.on_counted,
+            retire_lanes,
         )
 
     async def _run_two_stages(

@@ -96,15 +96,17 @@ class EpisodeQuotas:
         self,
         episodes: Iterable[CompletedEpisode],
         on_counted: Callable[[EpisodeRecord], None] | None = None,
-    ) -> None:
+    ) -> list[int]:
         """:meth:`offer` each finished episode in turn, calling ``on_counted`` with the record of
-        each one counted, as it is counted.
+        each one counted, as it is counted; the lanes these episodes left one short of their
+        quota (whose next episode is their last counted one).
 
         Raises ``ValueError`` for an episode of a lane outside the quotas, and what
         ``on_counted`` raises; the episodes before it stay counted (and were reported).
         """
         counts, quotas, records = self._counts, self.quotas, self.records
         lanes = len(counts)
+        one_short: list[int] = []
         for episode in episodes:
             lane = episode.env_index
             if not 0 <= lane < lanes:
@@ -113,8 +115,19 @@ class EpisodeQuotas:
                 record = EpisodeRecord.from_episode(episode)
                 records.append(record)
                 self._took(lane)
+                if counts[lane] == quotas[lane] - 1:
+                    one_short.append(lane)
                 if on_counted is not None:
                     on_counted(record)
+        return one_short
+
+    def lanes_within_one(self) -> list[int]:
+        """The lanes at most one episode short of their quota (met ones included)."""
+        return [
+            lane
+            for lane, (count, quota) in enumerate(zip(self._counts, self.quotas, strict=True))
+            if quota - count <= 1
+        ]
 
     def _took(self, lane: int) -> None:
         count = self._counts[lane] = self._counts[lane] + 1

@@ -337,11 +337,16 @@ class RouteState:
         changed = list(compress(range(self.num_envs), map(ne, ids, current)))
         started: list[StartedEpisode] | None = [] if report_started else None
         record_ids = self.registry.ensure_lanes(ids, changed, True, started)
-        # _sync_lane of each changed lane, in one pass: a lane short-episode runs roll every step.
+        # _sync_lane of each changed lane, in one pass (short episodes roll some lane most steps).
         self._stale_prefixes.update(changed)
         self._lockstep_tail = None
-        slot_record_ids, starts, resets, total = self._record_ids, self._starts, self._resets, self.total_steps
-        for lane, record_id in zip(changed, record_ids):
+        slot_record_ids, starts, resets, total = (
+            self._record_ids,
+            self._starts,
+            self._resets,
+            self.total_steps,
+        )
+        for lane, record_id in zip(changed, record_ids, strict=True):
             episode_id = current[lane] = ids[lane]
             slot_record_ids[lane] = record_id
             if episode_id:  # a new episode begins (an empty id only leaves the lane without one)

@@ -14,8 +14,18 @@ from rlmesh_gym.recording import load_recording
 
 def test_eval_episodes_and_the_page_open_with_the_counted_figures(tmp_path: Path, capsys) -> None:
     path = tmp_path / "run.rec"
-    # NEXT_STEP on 4 lanes: lanes go on past their quotas, and some episodes are still running at the end.
-    result = evaluate("CartPole-v1", "random", episodes=6, num_envs=4, seed=3, record=path, progress=False)
+    # NEXT_STEP on 4 lanes: lanes go on past their quotas, and some episodes are still running at
+    # the end (evaluate()'s own SAME_STEP env retires a lane after its last counted episode instead).
+    result = evaluate(
+        "CartPole-v1",
+        "random",
+        episodes=6,
+        num_envs=4,
+        seed=3,
+        autoreset="next_step",
+        record=path,
+        progress=False,
+    )
     recording = load_recording(path)
     assert len(recording.episodes) > 6 and recording.incomplete_episodes  # the case the summary explains
     lines = dict(recording.summary_lines())

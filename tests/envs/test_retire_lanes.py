@@ -1,0 +1,177 @@
+"""``GymVectorEnv.retire_lanes``: a lane of an env ``make`` built under SAME_STEP plays out its
+running episode and is then left out of the steps until the next reset (what ``evaluate()`` does
+to a lane once its running episode is the last one it counts there)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rlmesh_gym.envs import GymVectorEnv
+from rlmesh_gym.envs.episodes import LaneEpisodes
+from rlmesh_gym.envs.resolve import ResolvedEnv
+from rlmesh_gym.evaluation import EvaluationOptions, evaluate
+from rlmesh_gym.evaluation._evaluate import evaluate_resolved
+from rlmesh_gym.evaluation._settings import EvaluationSettings
+from rlmesh_gym.proto import env_pb2
+from rlmesh_gym.recording import load_recording
+from rlmesh_gym.runtime import AutoresetMode
+from rlmesh_gym.spaces.batch import SpaceBatch
+
+
+class _CountSteps(gym.Wrapper):
+    """Counts the steps of its sub-env, per lane, in a list shared by the lanes."""
+
+    def __init__(self, env: gym.Env, counts: list[int]) -> None:
+        super().__init__(env)
+        self.lane = len(counts)
+        counts.append(0)
+        self.counts = counts
+
+    def step(self, action: Any) -> Any:
+        self.counts[self.lane] += 1
+        return self.env.step(action)
+
+
+def _counted_env(num_envs: int) -> tuple[GymVectorEnv, list[int]]:
+    counts: list[int] = []
+    env = GymVectorEnv.make(
+        "CartPole-v1",
+        num_envs,
+        autoreset="same_step",
+        wrappers=[lambda lane_env: _CountSteps(lane_env, counts)],
+    )
+    return env, counts
+
+
+def _actions(env: GymVectorEnv, values: list[int]) -> SpaceBatch:
+    return SpaceBatch.from_values(env._action_codec, np.array(values), len(values))
+
+
+def test_a_retired_lane_plays_out_its_episode_then_is_left_out() -> None:
+    async def play() -> None:
+        env, counts = _counted_env(2)
+        twin, _ = _counted_env(2)  # the same lanes, never retired
+        async with env, twin:
+            first = await env.reset_arrays([], [1, 2])
+            await twin.reset_arrays([], [1, 2])
+            env.retire_lanes([1])
+            assert env.episode_ids[1] == first.episode_ids[1]  # its running episode goes on
+            # Push both lanes right until lane 1's episode ends (CartPole falls within 15 steps).
+            step, ended_now = 0, False
+            while not ended_now:
+                step += 1
+                result = await env.step_arrays(_actions(env, [1, 1]))
+                same = await twin.step_arrays(_actions(twin, [1, 1]))
+                np.testing.assert_array_equal(result.rewards, same.rewards)
+                ended_now = bool(result.truncated[1] or result.terminated[1])
+            ended = result.completed[-1]
+            assert (ended.env_index, ended.episode_id, ended.step_count) == (1, first.episode_ids[1], step)
+            # Not reset: the step reports the terminal observation, and no new episode rolls in.
+            terminal = result.observation.values[1]
+            np.testing.assert_array_equal(terminal, ended.final_info["final_obs"])
+            assert result.episode_ids[1] == "" and env.episode_ids[1] == ""
+            assert same.episode_ids[1] not in ("", first.episode_ids[1])  # the twin rolled
+            assert counts[1] == step
+            for _ in range(3):
+                later = await env.step_arrays(_actions(env, [0, 0]))
+                np.testing.assert_array_equal(later.observation.values[1], terminal)
+                assert (later.rewards[1], later.terminated[1], later.truncated[1]) == (0.0, False, False)
+                assert later.episode_ids[1] == "" and all(e.env_index == 0 for e in later.completed)
+            assert counts[1] == step  # its sub-env was not stepped
+            assert counts[0] == step + 3
+            # A reset brings every lane back.
+            again = await env.reset_arrays([], [1, 2])
+            assert all(again.episode_ids)
+            await env.step_arrays(_actions(env, [0, 0]))
+            assert counts[1] == step + 1
+
+    asyncio.run(play())
+
+
+def test_only_an_env_make_built_under_same_step_retires_lanes() -> None:
+    own = GymVectorEnv(
+        gym.make_vec(
+            "CartPole-v1",
+            2,
+            vectorization_mode="sync",
+            vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+        )
+    )
+    next_step = GymVectorEnv.make("CartPole-v1", 2)
+    for env in (own, next_step):
+        with env:
+            assert not env.can_retire_lanes
+            with pytest.raises(ValueError, match="cannot retire lanes: only an env GymVectorEnv.make built"):
+                env.retire_lanes([0])
+    with GymVectorEnv.make("CartPole-v1", 2, autoreset="same_step") as env:
+        assert env.can_retire_lanes
+        with pytest.raises(ValueError, match=r"lanes \[2\] are not lanes of this env; expected ints in 0..1"):
+            env.retire_lanes([0, 2])
+        with pytest.raises(TypeError, match="lanes must be a sequence of ints"):
+            env.retire_lanes([0.5])  # type: ignore[list-item]
+        env.retire_lanes([np.int64(1)])  # numpy ints are lanes too
+    with pytest.raises(ValueError, match="only SAME_STEP lanes retire"):
+        LaneEpisodes(2, env_pb2.AUTORESET_MODE_NEXT_STEP).retire([0])
+
+
+def _steps_of(episodes: Any) -> list[tuple[int, int | None, float, int, bool, bool]]:
+    return [(e.lane, e.seed, e.episode_return, e.length, e.terminated, e.truncated) for e in episodes]
+
+
+def _short_policy() -> torch.nn.Module:
+    torch.manual_seed(0)  # episodes of about 9 steps, varying by lane
+    return torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
+
+
+@pytest.mark.parametrize(("episodes", "num_envs"), [(40, 8), (8, 8), (5, 8), (24, 4)])
+def test_evaluate_counts_the_same_episodes_in_fewer_env_steps(episodes: int, num_envs: int) -> None:
+    policy = "random"  # seeded: the same actions on both envs, episodes of varied lengths
+    built, built_counts = _counted_env(num_envs)  # evaluate()'s own env: owned, so retired
+    resolved = ResolvedEnv(built, "CartPole-v1", num_envs, AutoresetMode.SAME_STEP, "sync", owned=True)
+    settings = EvaluationSettings.of(None, episodes=episodes, num_envs=num_envs, seed=0, progress=False)
+    retired = evaluate_resolved(resolved, policy, settings)
+    own, own_counts = _counted_env(num_envs)  # a caller's env: stepped as it is
+    with own:
+        stepped = evaluate(own, policy, episodes=episodes, num_envs=num_envs, seed=0, progress=False)
+    assert _steps_of(retired.episodes) == _steps_of(stepped.episodes)
+    assert retired.timings.vector_steps == stepped.timings.vector_steps
+    # A lane with two or more episodes to count stops when its last counted one ends; the others
+    # (marked at the first finished episodes) play at most one more.
+    for lane, quota in enumerate(retired.quotas):
+        counted_steps = sum(e.length for e in retired.episodes if e.lane == lane)
+        if quota >= 2:
+            assert built_counts[lane] == counted_steps
+        assert counted_steps <= built_counts[lane] <= own_counts[lane]
+    assert sum(built_counts) < sum(own_counts)
+
+
+def test_a_recording_of_evaluates_own_env_holds_the_counted_episodes(tmp_path: Any) -> None:
+    path = tmp_path / "run.rec"
+    result = evaluate("CartPole-v1", "random", episodes=6, num_envs=4, seed=3, record=path, progress=False)
+    recording = load_recording(path)
+    assert [e.episode_id for e in recording.episodes] == [e.episode_id for e in result.episodes]
+    assert all(e.counted for e in recording.episodes) and not recording.incomplete_episodes
+    assert [len(e.steps) for e in recording.episodes] == [e.length for e in result.episodes]
+
+
+def test_the_estimate_after_a_pilot_steps_every_lane_again() -> None:
+    # target_ci: the pilot retires lanes of evaluate()'s own env; the estimate's cold reset brings
+    # them back, so both rounds are the episodes a caller's (never retired) env gives.
+    policy = _short_policy()
+    options = EvaluationOptions(max_episodes=64)
+    built = evaluate(
+        "CartPole-v1", policy, episodes=8, num_envs=4, seed=1, target_ci=0.5, progress=False, options=options
+    )
+    with GymVectorEnv.make("CartPole-v1", 4, autoreset="same_step") as own:
+        caller = evaluate(
+            own, policy, episodes=8, num_envs=4, seed=1, target_ci=0.5, progress=False, options=options
+        )
+    assert len(built.episodes) > len(built.pilot_episodes) == 8
+    assert _steps_of(built.pilot_episodes) == _steps_of(caller.pilot_episodes)
+    assert _steps_of(built.episodes) == _steps_of(caller.episodes)
