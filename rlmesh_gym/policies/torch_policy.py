@@ -3,6 +3,7 @@ tensors) as a ``RuntimeModel``."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 import warnings
@@ -529,8 +530,12 @@ class TorchPolicy(PolicyModel[torch.Generator]):
         if isinstance(policy, torch.export.ExportedProgram):
             policy = ExportedPolicy(policy, "ExportedProgram")
         if isinstance(policy, nn.Module):
-            policy.to(self.device)
-            policy.eval()
+            # Both walk every submodule; skipped when they would change nothing (the usual case).
+            tensors = itertools.chain(policy.parameters(), policy.buffers())
+            if any(tensor.device != self.device for tensor in tensors):
+                policy.to(self.device)
+            if any(module.training for module in policy.modules()):
+                policy.eval()
         self.policy = policy
         self.deterministic = deterministic
         self.clip_actions = clip_actions
