@@ -319,3 +319,37 @@ def test_a_forked_child_takes_fresh_ids_even_when_forked_mid_refill():
     assert os.waitstatus_to_exitcode(status) == 0
     assert len(child_ids) == 300
     assert not child_ids & set(new_episode_ids(300))
+
+
+@pytest.mark.parametrize("interrupted_waiting", [False, True])
+def test_a_retiring_same_step_lane_ends_its_episode_and_begins_none(interrupted_waiting: bool):
+    # With an interrupted episode waiting the step takes the general path, else the one-pass roll.
+    book = LaneEpisodes(3, SAME)
+    book.start([0, 1, 2], [1, 2, 3])
+    if interrupted_waiting:
+        book.start([2], [4])  # lane 2's running episode is interrupted and waits for the step
+    book.retire([1])
+    first = book.ids
+    step(book, [1.0, 1.0, 1.0], [False, False, False])
+    response, finished = step(book, [1.0, 2.0, 1.0], [True, True, False])
+    assert [
+        (lane, episode.episode_id, episode.step_count, episode.cumulative_reward)
+        for lane, episode in finished
+    ] == [
+        (0, first[0], 2, 2.0),
+        (1, first[1], 2, 3.0),
+    ]
+    ids = book.ids
+    assert ids[1] == "" and ids[0] not in ("", first[0]) and ids[2] == first[2]
+    assert book.idle_lanes().tolist() == [1]
+    _, later = step(book, [1.0, 0.0, 1.0], [True, False, True])
+    assert [lane for lane, _ in later] == [0, 2]  # the idle lane has nothing to end
+    book.start([0, 1, 2], [5, 6, 7])  # a reset brings it back, and it rolls again
+    _, rolled = step(book, [1.0, 1.0, 1.0], [False, True, False])
+    assert [lane for lane, _ in rolled] == [1] and book.ids[1] not in ("", ids[1])
+
+
+def test_only_same_step_lanes_retire():
+    for mode in (NEXT, DISABLED):
+        with pytest.raises(ValueError, match="only SAME_STEP lanes retire after their episode"):
+            LaneEpisodes(2, mode).retire([0])

@@ -13,12 +13,10 @@ import pytest
 import torch
 
 from rlmesh_gym.envs import GymVectorEnv
-from rlmesh_gym.envs.episodes import LaneEpisodes
 from rlmesh_gym.envs.resolve import ResolvedEnv
 from rlmesh_gym.evaluation import EvaluationOptions, evaluate
 from rlmesh_gym.evaluation._evaluate import evaluate_resolved
 from rlmesh_gym.evaluation._settings import EvaluationSettings
-from rlmesh_gym.proto import env_pb2
 from rlmesh_gym.recording import load_recording
 from rlmesh_gym.runtime import AutoresetMode
 from rlmesh_gym.spaces.batch import SpaceBatch
@@ -116,8 +114,6 @@ def test_only_an_env_make_built_under_same_step_retires_lanes() -> None:
         with pytest.raises(TypeError, match="lanes must be a sequence of ints"):
             env.retire_lanes([0.5])  # type: ignore[list-item]
         env.retire_lanes([np.int64(1)])  # numpy ints are lanes too
-    with pytest.raises(ValueError, match="only SAME_STEP lanes retire"):
-        LaneEpisodes(2, env_pb2.AUTORESET_MODE_NEXT_STEP).retire([0])
 
 
 def _steps_of(episodes: Any) -> list[tuple[int, int | None, float, int, bool, bool]]:
