@@ -333,52 +333,47 @@ class RouteState:
             return started_now
         # Full width: an unchanged id is already registered and its slot already synced, so
         # only the lanes that changed need the registry and a sync (same result, in lane order).
-        current = self._episode_ids
-        changed = list(compress(range(self.num_envs), map(ne, ids, current)))
+        changed = list(compress(range(self.num_envs), map(ne, ids, self._episode_ids)))
         started: list[StartedEpisode] | None = [] if report_started else None
         record_ids = self.registry.ensure_lanes(ids, changed, True, started)
-        # _sync_lane of each changed lane, in one pass (short episodes roll some lane most steps).
-        self._stale_prefixes.update(changed)
-        self._lockstep_tail = None
-        slot_record_ids, starts, resets, total = (
-            self._record_ids,
-            self._starts,
-            self._resets,
-            self.total_steps,
-        )
-        for lane, record_id in zip(changed, record_ids, strict=True):
-            episode_id = current[lane] = ids[lane]
-            slot_record_ids[lane] = record_id
-            if episode_id:  # a new episode begins (an empty id only leaves the lane without one)
-                starts[lane] = total
-                resets[lane] = True
-                self._any_reset = True
+        self._sync_lanes(changed, ids, record_ids, force_reset=False)
         return started or []
 
     def _sync_slots(self, episode_ids: Sequence[str], record_ids: list[str], *, force_reset: bool) -> None:
         # Upstream also stores each slot's record index and auto-reset flag; nothing reads
-        # them, so they are not kept here.
-        known = len(episode_ids)
-        for lane in range(self.num_envs):
-            if lane < known:
-                self._sync_lane(lane, episode_ids[lane], record_ids[lane], force_reset=force_reset)
-            else:
-                self._sync_lane(lane, "", "", force_reset=force_reset)
+        # them, so they are not kept here. Lanes past the ids given have no episode; ids past
+        # the lanes are ignored.
+        lanes = self.num_envs
+        missing = [""] * max(0, lanes - len(episode_ids))
+        ids = [*episode_ids[:lanes], *missing]
+        self._sync_lanes(range(lanes), ids, [*record_ids[:lanes], *missing], force_reset=force_reset)
 
-    def _sync_lane(self, lane: int, episode_id: str, record_id: str, *, force_reset: bool) -> None:
-        previous = self._episode_ids[lane]
-        if episode_id != previous:
-            self._stale_prefixes.add(lane)
-            self._lockstep_tail = None
-        # An empty id leaves the lane without an episode but does not reset its step.
-        rolled = bool(episode_id) and episode_id != previous
-        self._episode_ids[lane] = episode_id
-        self._record_ids[lane] = record_id
-        if force_reset or rolled:
-            self._starts[lane] = self.total_steps
-            self._resets[lane] = True
-            self._any_reset = True
-            self._lockstep_tail = None
+    def _sync_lanes(
+        self,
+        lanes: Iterable[int],
+        episode_ids: Sequence[str],
+        record_ids: Sequence[str],
+        *,
+        force_reset: bool,
+    ) -> None:
+        """Give each of ``lanes`` the episode ``episode_ids[lane]`` with the record id at the same
+        position in ``record_ids``; a lane whose id rolled (or every lane, ``force_reset``)
+        restarts at step 0 with ``reset`` set."""
+        current, slot_record_ids = self._episode_ids, self._record_ids
+        starts, resets, total = self._starts, self._resets, self.total_steps
+        for lane, record_id in zip(lanes, record_ids, strict=True):
+            episode_id, previous = episode_ids[lane], current[lane]
+            if episode_id != previous:
+                self._stale_prefixes.add(lane)
+                self._lockstep_tail = None
+            current[lane] = episode_id
+            slot_record_ids[lane] = record_id
+            # An empty id leaves the lane without an episode but does not reset its step.
+            if force_reset or (episode_id and episode_id != previous):
+                starts[lane] = total
+                resets[lane] = True
+                self._any_reset = True
+                self._lockstep_tail = None
 
     def record_step(self) -> None:
         """One driver step: every lane's ``step`` + 1 and ``reset`` = False."""
