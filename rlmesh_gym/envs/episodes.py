@@ -154,7 +154,7 @@ class LaneEpisodes:
         # DISABLED lanes that finished last step: their id is shown once more, then cleared.
         self._stale: list[int] = []
         self._interrupted: list[CompletedEpisode] = []
-        self._retiring: set[int] = set()  # SAME_STEP lanes that begin no new episode (retire())
+        self._retiring: set[int] = set()  # SAME_STEP lanes whose next ending begins no episode
         self._warned_reset_reward = False
 
     @property
@@ -185,7 +185,6 @@ class LaneEpisodes:
         if len(seeds) != len(lanes):
             raise ValueError(f"expected one seed (or None) per started lane ({len(lanes)}), got {len(seeds)}")
         self._clear_stale()
-        self._retiring.difference_update(lanes)
         wall, mono = time.time_ns(), time.monotonic_ns()
         for lane, seed, episode_id in zip(lanes, seeds, new_episode_ids(len(lanes)), strict=True):
             if self._active[lane]:
@@ -329,8 +328,9 @@ class LaneEpisodes:
         return ended
 
     def retire(self, lanes: Iterable[int]) -> None:
-        """SAME_STEP: when the running episode of one of ``lanes`` ends, no new one begins on it;
-        the lane is idle (id ``""``) until it is started again."""
+        """SAME_STEP: when the next episode of one of ``lanes`` ends (the running one, or the one
+        a later start begins), no new one begins on it; the lane is idle (id ``""``) until it
+        is started again."""
         if self.autoreset_mode != _SAME_STEP:
             raise ValueError("only SAME_STEP lanes retire after their episode (the others do not roll)")
         self._retiring.update(lanes)
@@ -350,7 +350,6 @@ class LaneEpisodes:
         self._active_count = 0
         self._pending = []
         self._stale.clear()
-        self._retiring.clear()
         self._ids = [""] * self.num_envs
         return episodes
 

@@ -364,7 +364,7 @@ class GymVectorEnv(ArrayRuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisode
             raise self._env_failed(operation, self._steps_taken, error) from error
         self._failure = None
         if self._same_step_lanes is not None:
-            self._same_step_lanes.reset_lanes()  # every lane was reset: none stays retired
+            self._same_step_lanes.reset_lanes()  # every lane was reset: none stays out
         self._episodes.start(plan.lanes, self._seed_width.given(plan.lane_seeds))
         self._has_reset = True
         self._ready = True
@@ -518,13 +518,14 @@ class GymVectorEnv(ArrayRuntimeEnv, DrainsEpisodes, RendersFrames, TracksEpisode
         return self._same_step_lanes is not None
 
     def retire_lanes(self, lanes: Sequence[int]) -> None:
-        """Let each of ``lanes`` play out its running episode, then stop it until the next reset.
+        """Let each of ``lanes`` play out its next episode, then stop it until the next reset.
 
-        When such a lane's episode ends, the lane is not reset: the step reports the episode's
-        end and terminal observation as usual (no new episode id rolls in), and from then on
-        the lane is idle (id ``""``) and each step reports that observation, reward 0 and no
-        done flag without stepping its sub-env. ``evaluate()`` retires a lane once its running
-        episode is the last one it counts there. Raises ``ValueError`` when
+        The next episode is the running one, or, for a lane marked before a reset, the one the
+        reset starts. When it ends the lane is not reset: the step reports the episode's end and
+        terminal observation as usual (no new episode id rolls in), and from then on the lane
+        is idle (id ``""``) and each step reports that observation, reward 0 and no done flag
+        without stepping its sub-env; a reset steps every lane again. ``evaluate()`` marks a
+        lane when its next episode is the last one it counts there. Raises ``ValueError`` when
         :attr:`can_retire_lanes` is false or for a lane outside ``0..num_envs-1``.
         """
         same_step_lanes = self._same_step_lanes

@@ -19,11 +19,12 @@ tests/envs/test_same_step_lanes.py holds the two side by side. Only an env built
 stepped this way: a vector env a user passes in keeps its own ``step``.
 
 Being its own loop, it can also leave lanes out: a lane marked with :meth:`SameStepLanes.retire`
-plays out its running episode and is then **retired**: not reset when that episode ends (the
-step reports its terminal observation), and not stepped again until the next reset, each step
-reporting that observation, reward 0, not done and no info. ``evaluate()`` marks a lane when
-its running episode is the last one it counts there, so the lanes that finish their share early
-do not play episodes nobody counts while the slowest lane catches up.
+plays out its next episode (the running one, or the one a reset starts) and is then
+**retired**: not reset when that episode ends (the step reports its terminal observation), and
+not stepped again until the next reset, each step reporting that observation, reward 0, not
+done and no info. ``evaluate()`` marks a lane when its next episode is the last one it counts
+there, so the lanes that finish their share early do not play episodes nobody counts while
+the slowest lane catches up.
 """
 
 from __future__ import annotations
@@ -164,14 +165,13 @@ class SameStepLanes:
         return batch
 
     def retire(self, lanes: Iterable[int]) -> None:
-        """Let each of ``lanes`` play out its running episode and then retire (see the module
+        """Let each of ``lanes`` play out its next episode and then retire (see the module
         docstring) until :meth:`reset_lanes`."""
         self._retiring.update(lanes)
 
     def reset_lanes(self) -> None:
-        """Every lane is stepped again and none is marked to retire (the vector env was reset)."""
+        """Every lane is stepped again (the vector env was reset); marks not used yet stay."""
         self._stepped = list(enumerate(self._envs))
-        self._retiring.clear()
 
     def finished_lanes(self) -> list[int]:
         """The lanes that finished on the last step, in lane order."""

@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import functools
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
@@ -113,7 +114,7 @@ class _EvaluationHooks(RuntimeHooks):
 
     The driver only logs a failing best-effort hook, so a failure to count an episode is kept
     in ``error`` and stops the session; the run then raises it as an :class:`EvaluationError`.
-    Given ``retire_lanes`` (an env the evaluation built), it retires each lane whose running
+    Given ``retire_lanes`` (an env the evaluation built), it retires each lane whose next
     episode is the last one counted there, so the env stops stepping the lane once it ends.
 
     It listens only to once-per-session events and to ``episodes_completed`` (a step's finished
@@ -137,7 +138,6 @@ class _EvaluationHooks(RuntimeHooks):
         self.yield_to_loop = yield_to_loop
         self.on_counted = on_counted
         self.retire_lanes = retire_lanes
-        self.retire_started = False  # whether the lanes already within one were retired
         self.driver: RuntimeDriver | None = None
         self.started_ns: int | None = None
         self.ended_ns: int | None = None
@@ -152,6 +152,23 @@ class _EvaluationHooks(RuntimeHooks):
 
     async def session_started(self, event: SessionStartedEvent) -> None:
         self.started_ns = perf_counter_ns()
+        # Before the cold reset: a lane with at most one episode to count stops after the first.
+        self._retire(self.quotas.lanes_within_one())
+
+    def _retire(self, lanes: list[int]) -> None:
+        """Have the env stop each of ``lanes`` once its next episode, the last one counted there,
+        has ended (``retire_lanes``, for an env the evaluation built)."""
+        if self.retire_lanes is None or not lanes:
+            return
+        try:
+            self.retire_lanes(lanes)
+        except Exception as exc:  # it only saves env-steps: the evaluation goes on without it
+            warnings.warn(
+                f"evaluate(): the env could not retire lanes {lanes} ({exc}); every lane keeps being stepped",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            self.retire_lanes = None
 
     def _report(self, record: EpisodeRecord) -> None:
         """Tell the progress bar and ``on_counted`` about a record just counted."""
@@ -178,20 +195,14 @@ class _EvaluationHooks(RuntimeHooks):
         try:
             reporting = self.progress is not None or self.on_counted is not None
             last_lanes = quotas.count_episodes(episodes, self._report if reporting else None)
-            if self.retire_lanes is not None and not quotas.met:
-                if not self.retire_started:  # the first time: the lanes that never were two short
-                    self.retire_started = True
-                    last_lanes = quotas.lanes_within_one()
-                if last_lanes:
-                    # Their running episode is the last one counted there: the env stops each
-                    # lane once it ends, instead of playing episodes nobody counts.
-                    self.retire_lanes(last_lanes)
         except Exception as exc:
             self.error = exc
             self._stop(_COUNT_FAILED_REASON)
             return
         if quotas.met:
             self._stop(_STOP_REASON)
+        else:
+            self._retire(last_lanes)  # their running episode is the last one counted there
 
 
 class _CappedEvaluationHooks(_EvaluationHooks):

@@ -10,7 +10,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-import torch
 
 from rlmesh_gym.envs import GymVectorEnv
 from rlmesh_gym.envs.resolve import ResolvedEnv
@@ -92,6 +91,26 @@ def test_a_retired_lane_plays_out_its_episode_then_is_left_out() -> None:
     asyncio.run(play())
 
 
+def test_a_lane_marked_before_a_reset_stops_after_the_episode_the_reset_starts() -> None:
+    async def play() -> None:
+        env, counts = _counted_env(2)
+        async with env:
+            env.retire_lanes([0])  # before any reset, as evaluate() does for a one-episode lane
+            started = await env.reset_arrays([], [1, 2])
+            ended: list[Any] = []
+            while not ended:
+                result = await env.step_arrays(_actions(env, [1, 1]))
+                ended = [episode for episode in result.completed if episode.env_index == 0]
+            assert ended[0].episode_id == started.episode_ids[0] and result.episode_ids[0] == ""
+            stopped_at = counts[0]
+            for _ in range(20):  # lane 1 goes on rolling episodes; lane 0 stays out
+                result = await env.step_arrays(_actions(env, [1, 1]))
+                assert result.episode_ids[0] == "" and all(e.env_index == 1 for e in result.completed)
+            assert counts[0] == stopped_at and counts[1] == stopped_at + 20
+
+    asyncio.run(play())
+
+
 def test_only_an_env_make_built_under_same_step_retires_lanes() -> None:
     own = GymVectorEnv(
         gym.make_vec(
@@ -120,14 +139,25 @@ def _steps_of(episodes: Any) -> list[tuple[int, int | None, float, int, bool, bo
     return [(e.lane, e.seed, e.episode_return, e.length, e.terminated, e.truncated) for e in episodes]
 
 
-def _short_policy() -> torch.nn.Module:
-    torch.manual_seed(0)  # episodes of about 9 steps, varying by lane
-    return torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
+def _mlp_policy() -> Any:
+    import torch  # only the tests marked torch call this (tests/conftest.py)
+
+    torch.manual_seed(0)  # greedy on the observation: CartPole episodes of 8 to 11 steps
+    return torch.nn.Sequential(
+        torch.nn.Linear(4, 64),
+        torch.nn.Tanh(),
+        torch.nn.Linear(64, 64),
+        torch.nn.Tanh(),
+        torch.nn.Linear(64, 2),
+    )
 
 
+@pytest.mark.parametrize("policy_kind", [pytest.param("mlp", marks=pytest.mark.torch), "random"])
 @pytest.mark.parametrize(("episodes", "num_envs"), [(40, 8), (8, 8), (5, 8), (24, 4)])
-def test_evaluate_counts_the_same_episodes_in_fewer_env_steps(episodes: int, num_envs: int) -> None:
-    policy = "random"  # seeded: the same actions on both envs, episodes of varied lengths
+def test_evaluate_counts_the_same_episodes_in_fewer_env_steps(
+    policy_kind: str, episodes: int, num_envs: int
+) -> None:
+    policy: Any = _mlp_policy() if policy_kind == "mlp" else "random"  # seeded: the same draws
     built, built_counts = _counted_env(num_envs)  # evaluate()'s own env: owned, so retired
     resolved = ResolvedEnv(built, "CartPole-v1", num_envs, AutoresetMode.SAME_STEP, "sync", owned=True)
     settings = EvaluationSettings.of(None, episodes=episodes, num_envs=num_envs, seed=0, progress=False)
@@ -137,29 +167,29 @@ def test_evaluate_counts_the_same_episodes_in_fewer_env_steps(episodes: int, num
         stepped = evaluate(own, policy, episodes=episodes, num_envs=num_envs, seed=0, progress=False)
     assert _steps_of(retired.episodes) == _steps_of(stepped.episodes)
     assert retired.timings.vector_steps == stepped.timings.vector_steps
-    # A lane with two or more episodes to count stops when its last counted one ends; the others
-    # (marked at the first finished episodes) play at most one more.
+    # A lane stops when its last counted episode ends: its env-steps are its counted ones. A lane
+    # with none to count plays one episode.
     for lane, quota in enumerate(retired.quotas):
         counted_steps = sum(e.length for e in retired.episodes if e.lane == lane)
-        if quota >= 2:
-            assert built_counts[lane] == counted_steps
-        assert counted_steps <= built_counts[lane] <= own_counts[lane]
+        assert built_counts[lane] == counted_steps if quota else 0 < built_counts[lane] <= own_counts[lane]
     assert sum(built_counts) < sum(own_counts)
 
 
-def test_a_recording_of_evaluates_own_env_holds_the_counted_episodes(tmp_path: Any) -> None:
+@pytest.mark.parametrize("seed", [0, 1, 3])
+def test_a_recording_of_evaluates_own_env_holds_the_counted_episodes(tmp_path: Any, seed: int) -> None:
     path = tmp_path / "run.rec"
-    result = evaluate("CartPole-v1", "random", episodes=6, num_envs=4, seed=3, record=path, progress=False)
+    result = evaluate("CartPole-v1", "random", episodes=6, num_envs=4, seed=seed, record=path, progress=False)
     recording = load_recording(path)
     assert [e.episode_id for e in recording.episodes] == [e.episode_id for e in result.episodes]
     assert all(e.counted for e in recording.episodes) and not recording.incomplete_episodes
     assert [len(e.steps) for e in recording.episodes] == [e.length for e in result.episodes]
 
 
+@pytest.mark.torch
 def test_the_estimate_after_a_pilot_steps_every_lane_again() -> None:
     # target_ci: the pilot retires lanes of evaluate()'s own env; the estimate's cold reset brings
     # them back, so both rounds are the episodes a caller's (never retired) env gives.
-    policy = _short_policy()
+    policy = _mlp_policy()
     options = EvaluationOptions(max_episodes=64)
     built = evaluate(
         "CartPole-v1", policy, episodes=8, num_envs=4, seed=1, target_ci=0.5, progress=False, options=options

@@ -74,3 +74,43 @@ def test_a_failure_keeps_and_reports_what_was_counted_before_it() -> None:
     assert reported == ["a"] and isinstance(hooks.error, OSError)
     # The record whose report failed was counted; the step's later episodes were not.
     assert [record.episode_id for record in hooks.quotas.records] == ["a", "b"]
+
+
+def test_the_hook_retires_each_lane_when_its_next_episode_is_its_last_counted_one() -> None:
+    from rlmesh_gym.runtime.events import SessionStartedEvent
+
+    retired: list[list[int]] = []
+    quotas = EpisodeQuotas((0, 1, 2, 3))
+    hooks = _EvaluationHooks(quotas, None, False, retire_lanes=retired.append)
+
+    async def run() -> None:
+        await hooks.session_started(SessionStartedEvent("s", ROUTE, "env"))
+        await hooks.episodes_completed(step_event(("a", 2), ("b", 3)))  # lane 2 one short, 3 two
+        await hooks.episodes_completed(step_event(("c", 1), ("d", 2)))  # met: nothing to retire
+        await hooks.episodes_completed(step_event(("e", 3)))  # lane 3 one short
+        await hooks.episodes_completed(step_event(("f", 3)))  # every quota met
+
+    asyncio.run(run())
+    # At the start the lanes with at most one to count (0: none, 1: one), then as each falls one short.
+    assert retired == [[0, 1], [2], [3]]
+    assert quotas.met
+
+
+def test_a_failure_to_retire_warns_and_the_counting_goes_on() -> None:
+    import pytest
+
+    from rlmesh_gym.runtime.events import SessionStartedEvent
+
+    def refuse(lanes: list[int]) -> None:
+        raise ValueError("no such lanes")
+
+    quotas = EpisodeQuotas((1, 2))
+    hooks = _EvaluationHooks(quotas, None, False, retire_lanes=refuse)
+
+    async def run() -> None:
+        with pytest.warns(RuntimeWarning, match=r"could not retire lanes \[0\] \(no such lanes\)"):
+            await hooks.session_started(SessionStartedEvent("s", ROUTE, "env"))
+        await hooks.episodes_completed(step_event(("a", 0), ("b", 1), ("c", 1)))
+
+    asyncio.run(run())
+    assert hooks.retire_lanes is None and hooks.error is None and quotas.met
