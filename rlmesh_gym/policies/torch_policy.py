@@ -530,7 +530,8 @@ class TorchPolicy(PolicyModel[torch.Generator]):
         if isinstance(policy, torch.export.ExportedProgram):
             policy = ExportedPolicy(policy, "ExportedProgram")
         if isinstance(policy, nn.Module):
-            # Both walk every submodule; skipped when they would change nothing (the usual case).
+            # Both walk every submodule: skipped when no tensor is elsewhere and no submodule is
+            # training (the usual case), so a module's own to()/train() override runs only then.
             tensors = itertools.chain(policy.parameters(), policy.buffers())
             if any(tensor.device != self.device for tensor in tensors):
                 policy.to(self.device)

@@ -35,9 +35,13 @@ def test_a_module_is_moved_to_the_policys_device() -> None:
     assert {tensor.device.type for tensor in [*module.parameters(), *module.buffers()]} == {"meta"}
 
 
-def test_a_module_already_on_the_device_and_in_eval_mode_is_left_as_it_is() -> None:
+def test_a_module_already_on_the_device_and_in_eval_mode_is_not_walked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     module = _module().eval()
-    weights = [parameter.data_ptr() for parameter in module.parameters()]
+    calls: list[str] = []
+    monkeypatch.setattr(nn.Module, "to", lambda self, *args, **kwargs: calls.append("to") or self)
+    monkeypatch.setattr(nn.Module, "train", lambda self, mode=True: calls.append("train") or self)
     TorchPolicy(module, device="cpu")
-    assert [parameter.data_ptr() for parameter in module.parameters()] == weights
+    assert calls == []
     assert not any(submodule.training for submodule in module.modules())
