@@ -92,7 +92,7 @@ class SameStepLanes:
         self._stacked_shape = None if shape is None else (self._num_envs, *shape)
         self._stepped = list(enumerate(self._envs))  # (lane, sub-env) of the lanes not retired
         self._observations: list[Any] = []  # each lane's observation after the last step
-        self._retiring: set[int] = set()  # lanes that retire when their running episode ends
+        self._retiring: set[int] = set()  # lanes that retire when their next episode ends
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """One step of every lane not retired; a finished lane is reset within it (its reset
