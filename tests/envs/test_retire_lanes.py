@@ -201,3 +201,46 @@ def test_the_estimate_after_a_pilot_steps_every_lane_again() -> None:
     assert len(built.episodes) > len(built.pilot_episodes) == 8
     assert _steps_of(built.pilot_episodes) == _steps_of(caller.pilot_episodes)
     assert _steps_of(built.episodes) == _steps_of(caller.episodes)
+
+
+class _TwoStepDict(gym.Env):
+    """Episodes of two steps whose observations are dicts (batched by gymnasium's concatenate)."""
+
+    observation_space = gym.spaces.Dict(
+        {"t": gym.spaces.Box(0.0, 100.0, (1,), np.float32), "phase": gym.spaces.Discrete(3)}
+    )
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        super().reset(seed=seed)
+        self.t = 0
+        return self._observation(), {}
+
+    def step(self, action: Any) -> Any:
+        self.t += 1
+        return self._observation(), 1.0, self.t >= 2, False, {}
+
+    def _observation(self) -> dict[str, Any]:
+        return {"t": np.array([self.t], dtype=np.float32), "phase": self.t % 3}
+
+
+def test_a_retired_lane_of_a_dict_space_repeats_its_terminal_observation() -> None:
+    gym.register("rlmesh-test/TwoStepDict-v0", entry_point=_TwoStepDict)
+
+    async def play() -> None:
+        async with GymVectorEnv.make("rlmesh-test/TwoStepDict-v0", 2, autoreset="same_step") as env:
+            await env.reset_arrays([], [1, 2])
+            env.retire_lanes([1])
+            await env.step_arrays(_actions(env, [0, 0]))
+            ended = await env.step_arrays(_actions(env, [0, 0]))  # both lanes' episodes end
+            assert ended.episode_ids[1] == "" and ended.episode_ids[0] != ""
+            for _ in range(3):
+                later = await env.step_arrays(_actions(env, [0, 0]))
+                assert later.observation.values["t"][1].tolist() == [2.0]  # its terminal one
+                assert later.observation.values["phase"][1] == 2 and later.rewards[1] == 0.0
+            assert later.observation.values["t"][0].tolist() == [1.0]  # lane 0 rolled on
+
+    try:
+        asyncio.run(play())
+    finally:
+        gym.registry.pop("rlmesh-test/TwoStepDict-v0")
