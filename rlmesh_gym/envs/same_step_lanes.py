@@ -108,12 +108,14 @@ class SameStepLanes:
         final_infos = self._final_infos = {}
         self._batched_final_infos = None
         add_info = self._vector._add_info
-        lane_actions = list(self._iterate(self._action_space, actions))
+        lane_actions: Any = self._iterate(self._action_space, actions)
         stepped, retiring = self._stepped, self._retiring
-        if len(stepped) < n:  # a retired lane repeats its last observation
+        if len(stepped) < n:  # a retired lane repeats its last observation and takes no action
             observations = list(self._observations)
-        for lane, env in stepped:
-            observation, rewards[lane], ended, cut, info = env.step(lane_actions[lane])
+            every_action = list(lane_actions)
+            lane_actions = [every_action[lane] for lane, _ in stepped]
+        for (lane, env), action in zip(stepped, lane_actions, strict=True):
+            observation, rewards[lane], ended, cut, info = env.step(action)
             if ended or cut:
                 terminated[lane], truncated[lane] = ended, cut
                 final_observations[lane] = observation
